@@ -1,0 +1,119 @@
+"""RFC 8785 (JCS) bytes, strict line admission, hashes and ids.
+
+Admission decides whether raw bytes are one canonical JSON object. The fast path re-encodes
+with the C json encoder, which matches JCS exactly for ASCII-only lines without floats or long
+integers; anything else takes the exact `rfc8785` path. Duplicate keys need no separate check:
+the parsed dict keeps one of them, so its re-encoding can never equal the input bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import rfc8785
+import uuid6
+
+MAX_LINE_BYTES = 1 << 20
+MAX_DEPTH = 64
+MAX_INT = (1 << 53) - 1
+
+_fast_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False).encode
+_LONG_DIGITS = re.compile(rb"\d{16,}")
+_FLOATISH = re.compile(rb"[0-9][.eE]")
+
+
+class NotCanonical(ValueError):
+    """The bytes are not one admissible canonical JSON object."""
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """JCS bytes of a JSON value (raises NotCanonical for values JCS cannot represent)."""
+    try:
+        return rfc8785.dumps(value)
+    except Exception as exc:  # rfc8785 raises several domain errors
+        raise NotCanonical(str(exc)) from exc
+
+
+def canonical_hash(value: Any) -> str:
+    return sha256_hex(canonical_bytes(value))
+
+
+def new_uuid7() -> str:
+    return str(uuid6.uuid7())
+
+
+def _depth_ok(value: Any, limit: int = MAX_DEPTH) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return False
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+    return True
+
+
+def _ints_ok(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
+            return False
+    return True
+
+
+def admit(raw: bytes) -> dict[str, Any]:
+    """Parse one line (without its newline) and require it to be canonical JCS.
+
+    Raises NotCanonical for anything a strict reader refuses: bad UTF-8, bad JSON, a non-object,
+    nesting deeper than 64, integers outside the safe range, or bytes that differ from JCS.
+    """
+    if len(raw) > MAX_LINE_BYTES:
+        raise NotCanonical("line longer than 1 MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotCanonical("not UTF-8") from exc
+    # Nesting is checked before the recursive parser runs, so a pathological line cannot exhaust
+    # the stack; counting brackets over-approximates depth, and only then do we walk.
+    deep_suspect = raw.count(b"[") + raw.count(b"{") > MAX_DEPTH
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError as exc:
+        raise NotCanonical("nesting too deep") from exc
+    except ValueError as exc:
+        raise NotCanonical(f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise NotCanonical("a line is one JSON object")
+    if deep_suspect and not _depth_ok(value):
+        raise NotCanonical("nesting deeper than 64")
+    if raw.isascii() and not _FLOATISH.search(raw) and not _LONG_DIGITS.search(raw):
+        try:
+            again = _fast_dumps(value).encode("utf-8")
+        except (UnicodeEncodeError, ValueError) as exc:
+            raise NotCanonical(str(exc)) from exc
+        if again != raw:
+            raise NotCanonical("bytes differ from their RFC 8785 form")
+        return value
+    if _LONG_DIGITS.search(raw) and not _ints_ok(value):
+        raise NotCanonical("integer outside the safe range")
+    if canonical_bytes(value) != raw:
+        raise NotCanonical("bytes differ from their RFC 8785 form")
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
