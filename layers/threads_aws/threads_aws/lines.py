@@ -1,0 +1,69 @@
+"""The three line kinds of a branch export: Header, event, Head checkpoint (semantics.md §1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import WRITER
+from .canonical import canonical_bytes, sha256_hex
+
+HEADER_FORMAT = "threads.log"
+HEAD_FORMAT = "threads.head"
+FORMAT_VERSION = 1
+READABLE_IMPLS = ("threads-py", "threads-ts", "threads-aws")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLine:
+    """One stored line: its exact bytes (no newline) and what the store indexes them by.
+
+    A header is seq 0 of its segment with no event_id/type.
+    """
+
+    seq: int
+    raw: bytes
+    hash: str
+    event_id: str | None = None
+    type: str | None = None
+    epoch: int = 0
+    critical: bool = True
+    event: dict[str, Any] | None = None
+
+    @classmethod
+    def of_event(cls, raw: bytes, event: dict[str, Any]) -> StoredLine:
+        return cls(
+            seq=event["seq"],
+            raw=raw,
+            hash=sha256_hex(raw),
+            event_id=event["event_id"],
+            type=event["type"],
+            epoch=event["epoch"],
+            critical=event["critical"],
+            event=event,
+        )
+
+    @classmethod
+    def of_header(cls, raw: bytes) -> StoredLine:
+        return cls(seq=0, raw=raw, hash=sha256_hex(raw))
+
+
+def header_value(thread_id: str, branch_id: str, created_at: int) -> dict[str, Any]:
+    return {
+        "branch_id": branch_id,
+        "created_at": created_at,
+        "format": HEADER_FORMAT,
+        "format_version": FORMAT_VERSION,
+        "thread_id": thread_id,
+        "writer": dict(WRITER),
+    }
+
+
+def header_line(thread_id: str, branch_id: str, created_at: int) -> bytes:
+    return canonical_bytes(header_value(thread_id, branch_id, created_at))
+
+
+def head_line(branch_id: str, seq: int, hash_: str) -> bytes:
+    return canonical_bytes(
+        {"branch_id": branch_id, "format": HEAD_FORMAT, "format_version": FORMAT_VERSION, "hash": hash_, "seq": seq}
+    )
