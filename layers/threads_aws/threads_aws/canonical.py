@@ -26,7 +26,12 @@ _FLOATISH = re.compile(rb"[0-9][.eE]")
 
 
 class NotCanonical(ValueError):
-    """The bytes are not one admissible canonical JSON object."""
+    """The bytes are not one admissible canonical JSON object. `value` is the parsed object
+    when the bytes were JSON at all (so a reader can still name the line by its seq)."""
+
+    def __init__(self, message: str, value: Any = None) -> None:
+        super().__init__(message)
+        self.value = value
 
 
 def sha256_hex(data: bytes) -> str:
@@ -99,19 +104,23 @@ def admit(raw: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise NotCanonical("a line is one JSON object")
     if deep_suspect and not _depth_ok(value):
-        raise NotCanonical("nesting deeper than 64")
+        raise NotCanonical("nesting deeper than 64")  # its seq is deliberately not read
     if raw.isascii() and not _FLOATISH.search(raw) and not _LONG_DIGITS.search(raw):
         try:
             again = _fast_dumps(value).encode("utf-8")
         except (UnicodeEncodeError, ValueError) as exc:
-            raise NotCanonical(str(exc)) from exc
+            raise NotCanonical(str(exc), value) from exc
         if again != raw:
-            raise NotCanonical("bytes differ from their RFC 8785 form")
+            raise NotCanonical("bytes differ from their RFC 8785 form", value)
         return value
     if _LONG_DIGITS.search(raw) and not _ints_ok(value):
-        raise NotCanonical("integer outside the safe range")
-    if canonical_bytes(value) != raw:
-        raise NotCanonical("bytes differ from their RFC 8785 form")
+        raise NotCanonical("integer outside the safe range", value)
+    try:
+        again = canonical_bytes(value)
+    except NotCanonical as exc:
+        raise NotCanonical(str(exc), value) from exc
+    if again != raw:
+        raise NotCanonical("bytes differ from their RFC 8785 form", value)
     return value
 
 

@@ -1,0 +1,484 @@
+"""`validate_next` and `reduce` as one incremental fold over a resolved chain.
+
+A `Fold` holds exactly the state the semantic rules (semantics.md §3, rules 1-30) and the
+ReducedState need. `apply` checks one parsed event against that state and then advances it, so
+import, writers and recovery share one decision procedure, and reducing a log is the same walk
+that verified it. Rules 14-15 (request bytes) need artifacts and live in `render.verify_requests`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .canonical import canonical_hash
+from .errors import LogError
+
+MAX_INT = (1 << 53) - 1
+EFFECT_STATUS = {
+    "effect_begin": "begun",
+    "effect_commit": "committed",
+    "effect_unknown": "unknown",
+    "effect_resolved": "resolved",
+}
+RESPONSES = ("model_response", "model_response_recovered")
+
+
+@dataclass(slots=True)
+class Call:
+    call_id: str
+    seq: int
+    branch_id: str
+    name: str
+    input: dict[str, Any]
+    effect_class: str
+    decision: str | None = None
+    approved: bool = False
+    result_origin: str | None = None
+
+    @property
+    def effect_key(self) -> str:
+        return f"{self.branch_id}:{self.call_id}"
+
+
+@dataclass(slots=True)
+class Challenge:
+    call_id: str
+    args_hash: str
+    consumed: bool = False
+
+
+@dataclass(slots=True)
+class Fold:
+    """Incremental validate_next + reduce state of one resolved chain."""
+
+    now: int | None = None
+    thread_id: str | None = None
+    branch_id: str | None = None  # branch of the current (last) segment
+    own_fork_reason: str | None = None
+    head_seq: int = 0
+    head_hash: str | None = None
+    epoch: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    known: list[bool] = field(default_factory=list)
+    event_ids: set[str] = field(default_factory=set)
+    # turns and runs
+    turn_open: bool = False
+    turns_completed: int = 0
+    handed_off: bool = False
+    budget_blocked: bool = False
+    cancelled_final: bool = False
+    cancel_requests: dict[str, str] = field(default_factory=dict)  # event_id -> scope
+    last_cancel_seq: int = 0
+    # model attempts
+    awaiting: dict[str, int] = field(default_factory=dict)  # model_request event_id -> seq
+    # calls, effects, approvals, parks
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: dict[str, Call] = field(default_factory=dict)
+    pending: dict[str, None] = field(default_factory=dict)  # ordered set of call_ids
+    effects: dict[str, dict[str, str]] = field(default_factory=dict)  # effect_key -> entry
+    open_effects: int = 0  # effects begun or unknown
+    challenges: dict[str, Challenge] = field(default_factory=dict)
+    parked: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    # uniqueness (rule 9)
+    item_keys: set[str] = field(default_factory=set)
+    occurrences: set[str] = field(default_factory=set)
+    # settings, policy, modes
+    policy: dict[str, Any] = field(default_factory=dict)
+    mode: str = "default"
+    # children, teams, compaction
+    children: dict[str, str | None] = field(default_factory=dict)  # child_thread_id -> finished status
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    message_ids: set[str] = field(default_factory=set)
+    boundary_after: dict[int, bool] = field(default_factory=dict)
+    compacted_ranges: list[tuple[int, int]] = field(default_factory=list)
+    snapshots: dict[int, tuple[bool, int | None, str]] = field(default_factory=dict)  # seq -> (quiescent, expires, id)
+    last_compacted_seq: int = 0
+    # usage
+    usage_in: int = 0
+    usage_out: int = 0
+    usage_unknown: int = 0
+
+    # ------------------------------------------------------------------ checks
+    def _bad(self, seq: int, message: str, code: str = "invalid_transition") -> LogError:
+        return LogError(code, seq, message)
+
+    def quiescent(self) -> bool:
+        """C4 without the expiry half: no open turn, nothing pending or parked, effects settled."""
+        return not self.turn_open and not self.pending and not self.parked and self.open_effects == 0
+
+    def apply(self, ev: dict[str, Any], *, known: bool = True) -> None:
+        """validate_next then advance. `ev` has passed its line schema already."""
+        seq = ev["seq"]
+        if seq != self.head_seq + 1:
+            raise self._bad(seq, f"expected seq {self.head_seq + 1}", "seq_mismatch")
+        if self.thread_id is not None and ev["thread_id"] != self.thread_id:
+            raise self._bad(seq, "thread_id differs from the chain's")  # rule 4
+        if self.branch_id is not None and ev["branch_id"] != self.branch_id:
+            raise self._bad(seq, "branch_id differs from its segment header")  # rule 4
+        if ev["epoch"] < self.epoch:
+            raise self._bad(seq, "epoch decreased")  # rule 6
+        if ev["event_id"] in self.event_ids:
+            raise self._bad(seq, "event_id repeats along the resolved chain")  # rule 28
+        if known:
+            handler = getattr(self, "_on_" + ev["type"], None)
+            if handler is not None:
+                handler(ev, seq, ev["data"])
+        self.event_ids.add(ev["event_id"])
+        self.events.append(ev)
+        self.known.append(known)
+        self.head_seq = seq
+        self.epoch = ev["epoch"]
+        self.boundary_after[seq] = not self.pending and not self.awaiting
+
+    def begin_segment(self, thread_id: str, branch_id: str) -> None:
+        if self.thread_id is None:
+            self.thread_id = thread_id
+        self.branch_id = branch_id
+        self.own_fork_reason = None
+
+    # ------------------------------------------------------------ per type
+    def _on_thread_started(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.tools = {t["name"]: t for t in d["tools"]}
+        self.policy = d.get("policy") or {}
+        self.mode = self.policy.get("permissions", {}).get("mode", "default")
+
+    def _on_tools_changed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if canonical_hash(d["tools"]) != d["tools_hash"]:
+            raise self._bad(seq, "tools_hash is not sha256(JCS(tools))")  # rule 17
+        self.tools = {t["name"]: t for t in d["tools"]}
+
+    def _on_user_input(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if self.turn_open:
+            raise self._bad(seq, "user_input while a turn is open; use steer")  # rule 12
+        if self.handed_off:
+            raise self._bad(seq, "user_input after handoff")  # rule 26
+        self.turn_open = True
+        self.budget_blocked = False
+
+    def _on_steer(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if self.handed_off:
+            raise self._bad(seq, "steer after handoff")  # rule 26
+
+    def _on_model_request(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if self.budget_blocked:
+            raise self._bad(seq, "model_request after budget_exceeded")  # rule 21
+        if self.handed_off:
+            raise self._bad(seq, "model_request after handoff")  # rule 26
+        self.awaiting[ev["event_id"]] = seq
+
+    def _settle_attempt(self, d: dict[str, Any]) -> None:
+        self.awaiting.pop(d["request_event_id"], None)
+
+    def _on_model_response(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self._settle_attempt(d)
+        usage = d["usage"]
+        i, o = usage["input_tokens"], usage["output_tokens"]
+        if i is None or o is None or self.usage_in + i > MAX_INT or self.usage_out + o > MAX_INT:
+            self.usage_unknown += 1
+        else:
+            self.usage_in += i
+            self.usage_out += o
+
+    _on_model_response_recovered = _on_model_response
+
+    def _on_model_attempt_abandoned(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self._settle_attempt(d)
+
+    def _on_tool_call(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        call_id = d["call_id"]
+        if call_id in self.calls:
+            raise self._bad(seq, f"call_id {call_id} repeats along the resolved chain")  # rule 9
+        spec = self.tools.get(d["name"])
+        effect_class = spec["effect_class"] if spec else "unguarded"
+        self.calls[call_id] = Call(call_id, seq, ev["branch_id"], d["name"], d["input"], effect_class)
+        self.pending[call_id] = None
+
+    def _on_permission_decision(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        call = self.calls.get(d["call_id"])
+        if call is not None:
+            call.decision = d["decision"]
+
+    def _on_approval_requested(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.challenges[d["challenge_id"]] = Challenge(d["call_id"], d["args_hash"])
+
+    def _decide(self, seq: int, d: dict[str, Any], granted: bool) -> None:
+        ch = self.challenges.get(d["challenge_id"])
+        if ch is None:
+            raise self._bad(seq, "no such approval challenge")
+        if ch.consumed:
+            raise self._bad(seq, "approval challenge already consumed")  # rule 9
+        if ch.call_id != d["call_id"] or ch.args_hash != d["args_hash"]:
+            raise self._bad(seq, "decision does not match the challenge", "approval_mismatch")  # rule 13
+        ch.consumed = True
+        call = self.calls.get(ch.call_id)
+        if call is not None and granted:
+            call.approved = True
+
+    def _on_approval_granted(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self._decide(seq, d, True)
+
+    def _on_approval_denied(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self._decide(seq, d, False)
+
+    def _effect(self, seq: int, d: dict[str, Any], kind: str) -> None:
+        call = self.calls.get(d["call_id"])
+        if call is None:
+            raise self._bad(seq, f"{kind} for an unknown call")
+        if call.effect_class == "read_only":
+            raise self._bad(seq, "read_only calls write no effect events")  # rule 8
+        key = call.effect_key
+        entry = self.effects.get(key)
+        before = entry["status"] if entry else None
+        status = EFFECT_STATUS[kind]
+        if entry is None:
+            entry = self.effects[key] = {"effect_key": key, "call_id": call.call_id, "status": status}
+        entry["status"] = status
+        self.open_effects += (status in ("begun", "unknown")) - (before in ("begun", "unknown"))
+
+    def _on_effect_begin(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        call = self.calls.get(d["call_id"])
+        if call is None:
+            raise self._bad(seq, "effect_begin for an unknown call")
+        if not (call.decision == "allow" or call.approved):
+            raise self._bad(seq, "effect_begin without allow or a consumed approval")  # rule 8
+        if self.last_cancel_seq > call.seq:
+            raise self._bad(seq, "effect_begin after a cancel_requested barrier")  # rule 8
+        self._effect(seq, d, "effect_begin")
+
+    def _on_effect_commit(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self._effect(seq, d, "effect_commit")
+
+    def _on_effect_unknown(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self._effect(seq, d, "effect_unknown")
+
+    def _on_effect_resolved(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self._effect(seq, d, "effect_resolved")
+
+    def _on_tool_result(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        call_id = d["call_id"]
+        if call_id not in self.pending:
+            raise self._bad(seq, "tool_result without a pending tool_call")  # rule 7
+        if d["origin"] == "answered":
+            if ("input", call_id) not in self.parked:
+                raise self._bad(seq, "answer without an open question")  # rule 25
+            self._check_answer(seq, self.calls[call_id], d["preview"])
+        del self.pending[call_id]
+        self.calls[call_id].result_origin = d["origin"]
+
+    def _check_answer(self, seq: int, call: Call, answer: str) -> None:
+        """Rule 25: an answer to a question with options is one of them (multi_select: each
+        line one of them, once)."""
+        options = call.input.get("options")
+        if not isinstance(options, list) or not options:
+            return
+        if call.input.get("multi_select") is True:
+            picked = answer.split("\n")
+            if len(set(picked)) != len(picked) or any(p not in options for p in picked):
+                raise self._bad(seq, "answer is not a selection of the offered options")
+        elif answer not in options:
+            raise self._bad(seq, "answer is not one of the offered options")
+
+    def _on_tool_result_late(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        call = self.calls.get(d["call_id"])
+        if call is None or call.result_origin != "deferred":
+            raise self._bad(seq, "tool_result_late without a deferred tool_result")  # rule 7
+        call.result_origin = "late"
+
+    def _on_answer_rejected(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if ("input", d["call_id"]) not in self.parked:
+            raise self._bad(seq, "answer_rejected without an open question")
+
+    def _on_snapshot(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.snapshots[seq] = (self.quiescent(), d["expires_at"], ev["event_id"])
+
+    def _on_fork(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.own_fork_reason = d["reason"]
+        if d["reason"] != "snapshot":
+            return
+        snap = self.snapshots.get(seq - 1)
+        if snap is None or not snap[0]:
+            raise self._bad(seq, "fork is not at a quiescent snapshot", "no_snapshot_boundary")  # rule 16
+        # Expiry is judged at the fork's own time: a fork made in time stays importable later.
+        if snap[1] is not None and snap[1] <= ev["time"]:
+            raise self._bad(seq, "snapshot expired before the fork", "snapshot_expired")
+
+    def _on_parked(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        a = d["address"]
+        self.parked[(a["kind"], a["id"])] = {"kind": a["kind"], "id": a["id"]}
+
+    def _on_resumed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        a = d["address"]
+        self.parked.pop((a["kind"], a["id"]), None)
+
+    def _on_compacted(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        lo, hi = d["from_seq"], d["to_seq"]
+        if not (1 <= lo <= hi < seq):
+            raise self._bad(seq, "compacted range is not before the event")
+        if not self.boundary_after.get(lo - 1, True) or not self.boundary_after.get(hi, False):
+            raise self._bad(seq, "compacted edges are not step boundaries")  # rule 10
+        for a, b in self.compacted_ranges:
+            if lo <= b and a <= hi and not (a <= lo and hi <= b) and not (lo <= a and b <= hi):
+                raise self._bad(seq, "compacted ranges partly overlap")  # rule 10
+        self.compacted_ranges.append((lo, hi))
+        self.last_compacted_seq = seq
+
+    def _on_cancel_requested(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.cancel_requests[ev["event_id"]] = d["scope"]
+        self.last_cancel_seq = seq
+
+    def _on_cancelled(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if self.open_effects:
+            raise self._bad(seq, "cancelled while an effect is begun or unknown")  # rule 11
+        if self.cancel_requests.get(d["request_event_id"]) in ("thread", "tree"):
+            self.cancelled_final = True
+
+    def _on_turn_completed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.turn_open = False
+        self.turns_completed += 1
+
+    def _on_channel_delivery(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if d["item_key"] in self.item_keys:
+            raise self._bad(seq, "channel item_key repeats")  # rule 9
+        self.item_keys.add(d["item_key"])
+
+    def _on_schedule_fired(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if d["occurrence_id"] in self.occurrences:
+            raise self._bad(seq, "schedule occurrence repeats")  # rule 9
+        self.occurrences.add(d["occurrence_id"])
+
+    def _on_settings_changed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if self.awaiting:
+            raise self._bad(seq, "settings_changed while an attempt awaits its response")  # rule 18
+        models = self.policy.get("models")
+        if models is not None:
+            m = d["settings"]["model"]
+            if not any(x["provider"] == m["provider"] and x["name"] == m["name"] for x in models):
+                raise self._bad(seq, "model is not in policy.models")  # rule 18
+
+    def _on_budget_exceeded(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.budget_blocked = True
+
+    def _on_output_validated(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        out = self.policy.get("output")
+        if out is None or d["schema_sha256"] != out["schema_sha256"]:
+            raise self._bad(seq, "schema_sha256 is not policy.output.schema_sha256")  # rule 20
+        if d["outcome"] == "accepted":
+            from .output_schema import validates  # rare: keep the checker off the cold path
+
+            if not validates(out["schema"], d["value"]):
+                raise self._bad(seq, "accepted value does not validate against the pinned schema")
+
+    def _on_context_edited(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        for edit in d["edits"]:
+            call = self.calls.get(edit["call_id"])
+            if call is None or call.result_origin is None:
+                raise self._bad(seq, "context_edited names a call without a recorded result")  # rule 19
+            if edit["action"] == "redact":
+                text = self._result_part_text(call.call_id, edit["part"])
+                if text is None:
+                    raise self._bad(seq, "redact part is not a text part")
+                raw = text.encode("utf-8")
+                for span in edit["spans"]:
+                    s, e = span["start"], span["end"]
+                    if not (s <= e <= len(raw)) or not _char_boundary(raw, s) or not _char_boundary(raw, e):
+                        raise self._bad(seq, "redact span is not on character boundaries inside the part")
+
+    def _result_part_text(self, call_id: str, part: int) -> str | None:
+        for ev in reversed(self.events):
+            if ev["type"] in ("tool_result", "tool_result_late") and ev["data"]["call_id"] == call_id:
+                content = ev["data"].get("content")
+                if content is None:
+                    return ev["data"]["preview"] if part == 0 else None
+                if part < len(content) and content[part].get("type") == "text":
+                    return str(content[part]["text"])
+                return None
+        return None
+
+    def _on_mode_changed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if d["from"] != self.mode:
+            raise self._bad(seq, "mode_changed.from is not the current mode")  # rule 27
+        if d["to"] == "bypass" and not self.policy.get("permissions", {}).get("allow_bypass", False):
+            raise self._bad(seq, "bypass needs policy.permissions.allow_bypass")  # rule 27
+        self.mode = d["to"]
+
+    def _on_agent_spawned(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.children.setdefault(d["child_thread_id"], None)
+
+    def _on_agent_finished(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        child = d["child_thread_id"]
+        if child not in self.children or self.children[child] is not None:
+            raise self._bad(seq, "agent_finished without exactly one agent_spawned child")  # rule 22
+        self.children[child] = d["status"]
+
+    def _on_handoff(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.handed_off = True
+
+    def _on_todos_updated(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        ids = [t["id"] for t in d["todos"]]
+        if len(set(ids)) != len(ids):
+            raise self._bad(seq, "todo ids repeat")  # rule 24
+
+    def _on_team_task_created(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.tasks[d["task_id"]] = {"status": "open", "owner": None, "blocked_by": d["blocked_by"]}
+
+    def _on_team_task_claimed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        task = self.tasks.get(d["task_id"])
+        if task is None or task["status"] != "open":
+            raise self._bad(seq, "team_task_claimed needs an open, unclaimed task")  # rule 23
+        if any(self.tasks.get(b, {}).get("status") != "completed" for b in task["blocked_by"]):
+            raise self._bad(seq, "team_task_claimed while a blocker is not completed")  # rule 23
+        task["status"], task["owner"] = "claimed", d["member"]
+
+    def _on_team_task_updated(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        task = self.tasks.get(d["task_id"])
+        if task is None or task["status"] != "claimed":
+            raise self._bad(seq, "team_task_updated needs a claimed task")  # rule 23
+        if d["status"] == "released":
+            task["status"], task["owner"] = "open", None
+        else:
+            task["status"] = d["status"]
+
+    def _on_team_message(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if d["message_id"] in self.message_ids:
+            raise self._bad(seq, "team_message.message_id repeats")  # rule 23
+        self.message_ids.add(d["message_id"])
+
+    def _on_injected(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if d["source"] != "output_style":
+            return
+        styles = self.policy.get("output_styles") or {}
+        if d["trust"] != "trusted_instruction" or d.get("text") != styles.get(d["origin"]["id"]):
+            raise self._bad(seq, "output_style injection does not match policy.output_styles")  # rule 29
+        actor = ev["actor"]
+        if actor["kind"] == "user" and "principal" in actor and not self.turn_open:
+            return
+        if actor["kind"] == "host" and self.last_compacted_seq == seq - 1:
+            return
+        raise self._bad(seq, "output_style injection from the wrong actor or at the wrong time")  # rule 29
+
+    # ------------------------------------------------------------- reduce
+    def status(self) -> str:
+        if self.own_fork_reason == "repair":
+            return "inspection_only"
+        if self.cancelled_final:
+            return "cancelled"
+        if self.parked:
+            return "parked"
+        if self.turn_open:
+            return "in_turn"
+        return "idle"
+
+    def fork_points(self) -> list[dict[str, Any]]:
+        out = []
+        for seq, (quiet, expires, event_id) in sorted(self.snapshots.items()):
+            if quiet and (expires is None or self.now is None or expires > self.now):
+                out.append({"seq": seq, "snapshot_event_id": event_id})
+        return out
+
+    def known_events(self) -> list[dict[str, Any]]:
+        return [e for e, k in zip(self.events, self.known, strict=True) if k]
+
+
+def _char_boundary(raw: bytes, i: int) -> bool:
+    return i == len(raw) or (raw[i] & 0xC0) != 0x80

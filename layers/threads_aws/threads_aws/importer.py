@@ -1,0 +1,212 @@
+"""Streamed import of a branch export (semantics.md §1 "Export and import").
+
+Line k passes every stage before line k+1 is read, so the earliest failure wins:
+1. alone: UTF-8, JSON, nesting, JCS, format admission, schema (incl. the critical rule);
+2. across lines: segment structure, seq, prev_hash, fork links, then `Fold.apply`
+   (validate_next);
+3. the head checkpoint.
+A torn tail (bytes after the last newline) is dropped, kept, and marks the head unverified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import schema
+from .canonical import NotCanonical, admit, sha256_hex
+from .errors import LogError
+from .fold import Fold
+from .lines import HEAD_FORMAT, StoredLine
+
+
+@dataclass(slots=True)
+class Segment:
+    """One branch's own stored lines: its header (seq 0) and events."""
+
+    branch_id: str
+    thread_id: str
+    header: StoredLine
+    writer: dict[str, str]
+    parent_branch_id: str | None = None
+    fork_at_seq: int | None = None
+    lines: list[StoredLine] = field(default_factory=list)
+
+    @property
+    def last(self) -> StoredLine:
+        return self.lines[-1] if self.lines else self.header
+
+
+@dataclass(slots=True)
+class Imported:
+    segments: list[Segment]
+    fold: Fold
+    head_verified: bool
+    committed_bytes: int
+    torn: bytes | None = None
+    torn_offset: int | None = None
+
+    @property
+    def branch_id(self) -> str:
+        return self.segments[-1].branch_id
+
+    @property
+    def head(self) -> StoredLine:
+        seg = self.segments[-1]
+        return seg.last if seg.lines or seg.parent_branch_id is None else seg.last
+
+    def events(self) -> list[dict[str, Any]]:
+        return self.fold.events
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class Importer:
+    """Feed terminated lines one by one; `finish` checks the head checkpoint."""
+
+    def __init__(self, *, now: int | None = None, fold: Fold | None = None) -> None:
+        self.fold = fold or Fold(now=now)
+        self.segments: list[Segment] = []
+        self.last_seq = 0  # last readable seq, for naming unreadable lines
+        self.expect_fork = False
+        self.head_value: dict[str, Any] | None = None
+        self.lines_seen = 0
+        self.committed_bytes = 0
+
+    # -- stage 1 -----------------------------------------------------------
+    def _admit(self, raw: bytes) -> dict[str, Any]:
+        try:
+            return admit(raw)
+        except NotCanonical as exc:
+            raise LogError("invalid_line", self._seq_of(exc.value), str(exc)) from None
+
+    def _seq_of(self, value: Any) -> int:
+        if self.lines_seen == 0:
+            return 0
+        if isinstance(value, dict) and "format" not in value:
+            seq = _int(value.get("seq"))
+            if seq is not None:
+                return seq
+        if isinstance(value, dict) and value.get("format") == HEAD_FORMAT:
+            seq = _int(value.get("seq"))
+            if seq is not None:
+                return seq
+        return self.last_seq + 1
+
+    def feed(self, raw: bytes) -> None:
+        if self.head_value is not None:
+            raise LogError("invalid_transition", self._seq_of(None), "a line follows the head checkpoint")
+        value = self._admit(raw)
+        if "format" in value or "seq" not in value:
+            self._meta(raw, value)
+        else:
+            self._event(raw, value)
+        self.lines_seen += 1
+
+    def _meta(self, raw: bytes, value: dict[str, Any]) -> None:
+        seq = self._seq_of(value)
+        fmt = schema.admit_format(value, seq)
+        if fmt == HEAD_FORMAT:
+            schema.check_head(value, seq)
+            if self.lines_seen == 0:
+                raise LogError("invalid_transition", 0, "the first line is not a header")
+            self.head_value = value
+            return
+        schema.check_header(value, seq)
+        self.committed_bytes += len(raw) + 1
+        if self.segments:
+            if self.expect_fork or not self.segments[-1].lines:
+                raise LogError("invalid_transition", seq, "a segment without events")
+            if value["thread_id"] != self.segments[0].thread_id:
+                raise LogError("invalid_transition", seq, "child header names another thread")  # rule 4
+        header = StoredLine.of_header(raw)
+        self.segments.append(Segment(value["branch_id"], value["thread_id"], header, value["writer"]))
+        self.expect_fork = len(self.segments) > 1
+        self.fold.begin_segment(value["thread_id"], value["branch_id"])
+
+    def _event(self, raw: bytes, value: dict[str, Any]) -> None:
+        seq = self._seq_of(value)
+        known = schema.check_event(value, seq)
+        self.last_seq = seq
+        if not self.segments:
+            raise LogError("invalid_transition", seq, "the first line is not a header")
+        seg = self.segments[-1]
+        is_fork = value["type"] == "fork"
+        if self.expect_fork and not is_fork:
+            raise LogError("invalid_transition", seq, "a child header must be followed by its fork")
+        if is_fork and not self.expect_fork:
+            raise LogError("invalid_transition", seq, "fork is only the first event of a child segment")
+        if seq != self.fold.head_seq + 1:
+            raise LogError("seq_mismatch", seq, f"expected seq {self.fold.head_seq + 1}")
+        if value["prev_hash"] != seg.last.hash:
+            raise LogError("prev_hash_mismatch", seq, "prev_hash does not chain")
+        if is_fork:
+            parent = self.segments[-2]
+            d = value["data"]
+            if d["parent_branch_id"] != parent.branch_id or d["at_hash"] != parent.last.hash:
+                raise LogError("prev_hash_mismatch", seq, "fork does not link to the parent line")
+            seg.parent_branch_id, seg.fork_at_seq = parent.branch_id, seq - 1
+            self.expect_fork = False
+        self.fold.apply(value, known=known)
+        line = StoredLine.of_event(raw, value)
+        seg.lines.append(line)
+        self.committed_bytes += len(raw) + 1
+
+    # -- stage 3 ------------------------------------------------------------
+    def finish(self, *, torn: bool) -> bool:
+        """Check the head checkpoint; returns head_verified."""
+        if not self.segments:
+            raise LogError("invalid_transition", 0, "empty log")
+        if self.expect_fork:
+            raise LogError("invalid_transition", self.last_seq + 1, "a child header must be followed by its fork")
+        head = self.head_value
+        if head is None:
+            return False
+        seg = self.segments[-1]
+        last = seg.last
+        last_seq = self.fold.head_seq if seg.lines or len(self.segments) > 1 else 0
+        if head["seq"] != last_seq or head["hash"] != last.hash or head["branch_id"] != seg.branch_id:
+            raise LogError("head_mismatch", head["seq"], "the head checkpoint does not match the last line")
+        return not torn
+
+
+def import_log(
+    data: bytes,
+    *,
+    now: int | None = None,
+    verify: Callable[[Imported], None] | None = None,
+) -> Imported:
+    """Import a JSONL export; raises LogError(code, seq) at the earliest failing line."""
+    imp = Importer(now=now)
+    pos = 0
+    n = len(data)
+    torn: bytes | None = None
+    torn_offset: int | None = None
+    while pos < n:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            torn, torn_offset = data[pos:], pos  # newline is the commit marker
+            break
+        imp.feed(data[pos:nl])
+        pos = nl + 1
+    verified = imp.finish(torn=torn is not None)
+    result = Imported(imp.segments, imp.fold, verified, imp.committed_bytes, torn, torn_offset)
+    if verify is not None:
+        verify(result)
+    return result
+
+
+def export_bytes(segments: list[Segment], head_line: bytes) -> bytes:
+    parts: list[bytes] = []
+    for seg in segments:
+        parts.append(seg.header.raw)
+        parts.extend(line.raw for line in seg.lines)
+    parts.append(head_line)
+    return b"\n".join(parts) + b"\n"
+
+
+def chain_hash(raw: bytes) -> str:
+    return sha256_hex(raw)
