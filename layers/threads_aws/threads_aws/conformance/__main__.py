@@ -1,0 +1,5 @@
+import sys
+
+from .runner import main
+
+raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,100 @@
+"""A fresh moto-backed store per case, created from template.yaml (so it cannot drift)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..importer import Imported
+from ..resources import ResourceLedger
+from ..store.artifacts import ArtifactStore
+from ..store.events import EventStore
+
+TEMPLATE = Path(__file__).resolve().parents[4] / "template.yaml"
+_counter = itertools.count(1)
+_mock: Any = None
+
+
+@dataclass
+class CaseEnv:
+    ddb: Any
+    s3: Any
+    store: EventStore
+    artifacts: ArtifactStore
+    ledger: ResourceLedger
+    tenant: str = "conformance"
+
+    def store_import(self, imported: Imported) -> None:
+        """Write a verified import into the store: one branch per segment, lines in batches."""
+        first = True
+        for seg in imported.segments:
+            parent_last = None
+            if seg.parent_branch_id is not None:
+                parent_last = next(s for s in imported.segments if s.branch_id == seg.parent_branch_id).last
+            self.store.create_branch(
+                thread_id=seg.thread_id, tenant=self.tenant, branch_id=seg.branch_id, header=seg.header,
+                parent_branch_id=seg.parent_branch_id, fork_at_seq=seg.fork_at_seq,
+                writer_impl=seg.writer["impl"], head_verified=imported.head_verified,
+                head_hash=parent_last.hash if parent_last else None, create_thread=first,
+            )
+            first = False
+            head = seg.fork_at_seq or 0
+            for i in range(0, len(seg.lines), 500):
+                batch = seg.lines[i : i + 500]
+                self.store.append(seg.branch_id, batch, expected_head_seq=head, epoch=max(x.epoch for x in batch))
+                head = batch[-1].seq
+
+    def export(self, branch_id: str) -> bytes:
+        return self.store.export(branch_id)
+
+    def verifier(self, case_dir: Path) -> Any:
+        """Import step 3 for cases that ship artifacts: load them, then verify every request."""
+        art_dir = case_dir / "artifacts"
+        if not art_dir.is_dir():
+            return None
+        for f in sorted(art_dir.iterdir()):
+            self.s3.put_object(Bucket=self.artifacts.bucket, Key=self.artifacts.key(f.name), Body=f.read_bytes())
+
+        def verify(imported: Imported) -> None:
+            from ..render import verify_requests
+
+            verify_requests(imported.fold.known_events(), self.artifacts.get_ref)
+
+        return verify
+
+
+def _start_moto() -> None:
+    global _mock
+    if _mock is not None:
+        return
+    for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                 ("AWS_DEFAULT_REGION", "us-east-1")):
+        os.environ.setdefault(k, v)
+    from moto import mock_aws
+
+    _mock = mock_aws()
+    _mock.start()
+
+
+@contextmanager
+def case_env(factory: Any = None) -> Iterator[CaseEnv]:
+    if factory is not None:
+        yield factory()
+        return
+    _start_moto()
+    import boto3
+
+    from ..store.infra import create_resources
+
+    n = next(_counter)
+    session = boto3.session.Session(region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+    res = create_resources(TEMPLATE, session, prefix=f"conf{n}")
+    ddb, s3 = session.client("dynamodb"), session.client("s3")
+    artifacts = ArtifactStore(s3, res.bucket)
+    store = EventStore(ddb, res.events_table, res.state_table, artifacts)
+    yield CaseEnv(ddb, s3, store, artifacts, ResourceLedger(ddb, res.state_table))

@@ -1,0 +1,179 @@
+"""Per-kind case execution (conformance README, "What a runner does per kind")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..canonical import sha256_hex
+from ..errors import LogError
+from ..forking import Crash, fork, recover_fork
+from ..importer import Imported, import_log
+from ..reduce import reduce
+from .env import CaseEnv
+from .fakes import ScriptedSandbox
+from .runner import Mismatch, _expect
+
+
+def _error_outcome(expected: dict[str, Any], exc: LogError) -> None:
+    if expected["outcome"] != "error":
+        raise Mismatch(f"expected ok got error {exc.code} at seq {exc.seq}: {exc.message}")
+    want = expected["error"]
+    got = {"code": exc.code, **({"seq": exc.seq} if "seq" in want else {})}
+    _expect("error", want, got)
+
+
+def _check_state(expected: dict[str, Any], served: Imported, now: int) -> None:
+    if "state" in expected:
+        _expect("state", expected["state"], reduce(served.fold, served.segments[-1].last.hash))
+    if "projections" in expected and expected["projections"]:
+        from ..projections import all_projections
+
+        got = all_projections(served.fold.known_events(), now)
+        for key, want in expected["projections"].items():
+            _expect(f"projections.{key}", want, got.get(key))
+
+
+def _import(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dict[str, Any]) -> tuple[Imported, Imported] | None:
+    """Import the case log into the store; returns (as imported, as the store serves it), or
+    None when the expected error was produced."""
+    path = case_dir / "log.jsonl"
+    data = path.read_bytes()
+    now = case["clock"]["now"]
+    try:
+        imported = import_log(data, now=now, verify=env.verifier(case_dir))
+    except LogError as exc:
+        _error_outcome(expected, exc)
+        return None
+    env.store_import(imported)
+    served = import_log(env.export(imported.branch_id), now=now)
+    _expect("served bytes", _committed(data, imported), env.export(imported.branch_id)[: imported.committed_bytes])
+    _expect("input file unchanged", sha256_hex(data), sha256_hex(path.read_bytes()))
+    return imported, served
+
+
+def _committed(data: bytes, imported: Imported) -> bytes:
+    return data[: imported.committed_bytes]
+
+
+def run_reduce(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dict[str, Any]) -> None:
+    got = _import(env, case_dir, case, expected)
+    if got is None:
+        return
+    imported, served = got
+    if expected["outcome"] == "error":
+        raise Mismatch(f"expected error {expected['error']} got ok")
+    _check_state(expected, served, case["clock"]["now"])
+    if "committed_bytes" in expected:
+        _expect("committed_bytes", expected["committed_bytes"], imported.committed_bytes)
+    _expect("head_verified", expected.get("head_verified", True), imported.head_verified)
+
+
+def run_render(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dict[str, Any]) -> None:
+    from .. import render
+
+    got = _import(env, case_dir, case, expected)
+    if got is None:
+        return
+    _, served = got
+    if expected["outcome"] == "error":
+        raise Mismatch(f"expected error {expected['error']} got ok")
+    _check_state(expected, served, case["clock"]["now"])
+    events = served.fold.known_events()
+    get = env.artifacts.get_ref
+    try:
+        nxt = render.render_request(events, get)
+    except LogError as exc:
+        _error_outcome(expected, exc)
+        return
+    if "render" in expected:
+        _expect("render.next_request_sha256", expected["render"]["next_request_sha256"], sha256_hex(nxt))
+        _expect("render.declared_prefix", expected["render"]["declared_prefix"], render.declared_prefix(events))
+    req = case_dir / "request.bytes"
+    if req.exists():
+        _expect("request.bytes", sha256_hex(req.read_bytes()), sha256_hex(nxt))
+    violation = render.history_prefix_violation(events, get)
+    if violation is not None:
+        raise Mismatch(f"history prefix: {violation}")
+
+
+def _match(matcher: dict[str, Any], ev: dict[str, Any]) -> bool:
+    for key in ("type", "seq", "epoch", "branch_id", "critical"):
+        if key in matcher and matcher[key] != ev[key]:
+            return False
+    if "actor_kind" in matcher and matcher["actor_kind"] != ev["actor"]["kind"]:
+        return False
+    return "data" not in matcher or _subset(matcher["data"], ev["data"])
+
+
+def _subset(want: Any, got: Any) -> bool:
+    if isinstance(want, dict):
+        return isinstance(got, dict) and all(k in got and _subset(v, got[k]) for k, v in want.items())
+    return bool(want == got)
+
+
+def _expect_appended(expected: dict[str, Any], appended: list[dict[str, Any]]) -> None:
+    if "appended" not in expected:
+        return
+    want = expected["appended"]
+    if len(want) != len(appended) or not all(_match(m, e) for m, e in zip(want, appended, strict=True)):
+        brief = [{"type": e["type"], "seq": e["seq"], "epoch": e["epoch"], "data": e["data"]} for e in appended]
+        raise Mismatch(f"appended: expected {json.dumps(want)} got {json.dumps(brief)}")
+
+
+def run_fork(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dict[str, Any]) -> None:
+    got = _import(env, case_dir, case, expected)
+    if got is None:
+        return
+    imported, served = got
+    now = case["clock"]["now"]
+    _check_state(expected, served, now)
+    inp = case.get("input", {})
+    script = json.loads((case_dir / "sandbox.json").read_text()) if (case_dir / "sandbox.json").exists() else {}
+    sandbox = ScriptedSandbox(script)
+    parent_id = imported.branch_id
+    before = env.export(parent_id)
+    child_id = inp["new_branch_id"]
+
+    def failpoint(where: str) -> None:
+        if any(s.get("restore_response") == "crash" for s in sandbox.snapshots.values()):
+            raise Crash(where)
+
+    result = None
+    error: LogError | None = None
+    try:
+        result = fork(
+            env.store, env.ledger, sandbox, tenant=env.tenant, branch_id=parent_id,
+            event_id=inp["fork_at_event_id"], new_branch_id=child_id,
+            knowledge_policy=inp.get("knowledge_policy", "pinned"), now=now, failpoint=failpoint,
+        )
+    except LogError as exc:
+        error = exc
+    except Crash:
+        recover_fork(env.store, env.ledger, sandbox, child_id)  # the restarted host's recovery
+    if error is not None:
+        _error_outcome(expected, error)
+    elif expected["outcome"] == "error":
+        raise Mismatch(f"expected error {expected['error']} got ok")
+    record = env.store.head(child_id)
+    listed = record is not None and record.state == "ready"
+    appended: list[dict[str, Any]] = []
+    if listed:
+        child = import_log(env.export(child_id), now=now)  # the child's export imports cleanly
+        appended = [line.event for line in child.segments[-1].lines if line.event is not None]
+    _expect_appended(expected, appended)
+    fk = expected.get("fork", {})
+    if "child_created" in fk:
+        _expect("fork.child_created", fk["child_created"], listed)
+    if "at_seq" in fk:
+        _expect("fork.at_seq", fk["at_seq"], result.at_seq if result else None)
+    if fk.get("parent_unchanged"):
+        _expect("fork.parent_unchanged", sha256_hex(before), sha256_hex(env.export(parent_id)))
+    if "knowledge_revision" in fk:
+        _expect("fork.knowledge_revision", fk["knowledge_revision"], result.knowledge_revision if result else None)
+    if "child_state" in fk:
+        _expect("fork.child_state", fk["child_state"], record.state if record else None)
+    if "resources" in expected:
+        rows = [{"kind": r.kind, "state": r.state} for r in env.ledger.rows(child_id)]
+        _expect("resources", expected["resources"], {"creates": sandbox.creates, "rows": rows})
