@@ -143,43 +143,6 @@ def generate(n_events: int = EVENTS) -> tuple[bytes, list[bytes], list[dict[str,
     return b"\n".join(lines) + b"\n", lines, events
 
 
-class _Slow(Exception):
-    """Raised from the JSON scanner hooks: this line needs the exact rfc8785 path."""
-
-
-def _proposed_admit() -> Any:
-    """What-if for `canonical.admit` (NOT the library's code; see --what-if): floats and long
-    integers are detected by the JSON scanner's own hooks instead of byte regexes over the whole
-    line (`_FLOATISH` matches hex digests like "3e", so today every event takes the slow rfc8785
-    path), and one prebuilt scanner replaces `json.loads(..., parse_constant=...)`, which builds
-    a JSONDecoder per call. Lines with floats/long ints or non-ASCII fall back to the library."""
-    from threads_aws import canonical as c
-
-    def no_float(_s: str) -> Any:
-        raise _Slow
-
-    def short_int(s: str) -> int:
-        if len(s) > 15:
-            raise _Slow
-        return int(s)
-
-    scan = json.JSONDecoder(parse_constant=c._reject_constant, parse_float=no_float, parse_int=short_int).scan_once
-    dumps, slow = c._fast_dumps, c.admit
-
-    def admit(raw: bytes) -> dict[str, Any]:
-        if len(raw) > c.MAX_LINE_BYTES or not raw.isascii() or raw.count(b"[") + raw.count(b"{") > c.MAX_DEPTH:
-            return slow(raw)
-        text = raw.decode("ascii")
-        try:
-            value, end = scan(text, 0)
-        except (_Slow, ValueError, StopIteration, RecursionError):
-            return slow(raw)  # the library path names the exact failure
-        if end != len(text) or not isinstance(value, dict) or dumps(value).encode() != raw:
-            return slow(raw)
-        return value
-
-    return admit
-
 
 def ours(data: bytes) -> Any:
     imp = importer.import_log(data)
@@ -211,7 +174,6 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=EVENTS)
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--profile", action="store_true", help="cProfile one import+reduce, print top functions")
-    ap.add_argument("--what-if", action="store_true", help="also time import_log with the proposed admit fast path")
     args = ap.parse_args()
 
     data, lines, _ = generate(args.events)
@@ -233,16 +195,6 @@ def main() -> None:
     t_floor = best_of(floor, lines, args.runs)
     ours_lps, floor_lps = n / t_ours, n / t_floor
     print(f"lines: {n} ({args.events} events + header + head), {len(data)} bytes, best of {args.runs}")
-    if args.what_if:
-        real = importer.admit
-        importer.admit = _proposed_admit()
-        try:
-            assert ours(data) == state
-            t_what = best_of(ours, data, args.runs)
-        finally:
-            importer.admit = real
-        print(f"what-if (proposed admit fast path, not shipped): {n / t_what:,.0f} lines/s"
-              f"  ({t_what * 1000:.1f} ms), ratio {n / t_what / floor_lps:.3f}")
     what = "import_log + reduce" if HAVE_RENDER else "import_log + fold.status() etc. (render missing: no transcript)"
     print(f"ours  ({what}): {ours_lps:,.0f} lines/s  ({t_ours * 1000:.1f} ms)")
     print(f"floor (json.loads + sha256 hexdigest): {floor_lps:,.0f} lines/s  ({t_floor * 1000:.1f} ms)")
