@@ -268,3 +268,37 @@ def test_validators_are_fresh() -> None:
     from threads_aws import schema_gen
 
     assert schema_gen.OUT.read_text() == schema_gen.generate(), "run python -m threads_aws.schema_gen"
+
+
+def test_fast_path_agrees_with_rfc8785_on_fuzzed_values() -> None:
+    """The orjson fast path must accept exactly the JCS bytes and refuse everything else."""
+    import random
+
+    import rfc8785
+
+    rng = random.Random(8785)
+    alphabet = "ab\"\\/\x00\x01\x1f\x7f é€\u2028\uffff\U0001f600 "
+
+    def value(depth: int = 0) -> Any:
+        r = rng.random()
+        if depth > 3 or r < 0.35:
+            return rng.choice([
+                lambda: "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))),
+                lambda: rng.randint(-(2**53) + 1, 2**53 - 1),
+                lambda: rng.choice([0.5, 1e21, 1e-7, 123.456, -2.0, 1e300]),
+                lambda: rng.choice([True, False, None]),
+            ])()
+        if r < 0.7:
+            return {"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 3))): value(depth + 1)
+                    for _ in range(rng.randint(0, 4))}
+        return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+
+    for _ in range(3000):
+        v = {"v": value()}
+        good = rfc8785.dumps(v)
+        assert admit(good) == json.loads(good)
+        for bad in (json.dumps(v, ensure_ascii=False).encode(), json.dumps(v, sort_keys=True).encode(),
+                    json.dumps(v, sort_keys=True, separators=(",", ":")).encode()):
+            if bad != good:
+                with pytest.raises(NotCanonical):
+                    admit(bad)
