@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastjsonschema import JsonSchemaValueException
-
 from . import _validators as v
+from ._validators import SchemaError
 from .errors import LogError
 from .lines import HEAD_FORMAT, HEADER_FORMAT
 
@@ -29,14 +28,14 @@ def admit_format(value: dict[str, Any], seq: int) -> str:
 def check_header(value: dict[str, Any], seq: int) -> None:
     try:
         v.validate_header(value)
-    except JsonSchemaValueException as exc:
+    except SchemaError as exc:
         raise LogError("invalid_line", seq, exc.message) from None
 
 
 def check_head(value: dict[str, Any], seq: int) -> None:
     try:
         v.validate_head(value)
-    except JsonSchemaValueException as exc:
+    except SchemaError as exc:
         raise LogError("invalid_line", seq, exc.message) from None
 
 
@@ -51,7 +50,7 @@ def check_event(value: dict[str, Any], seq: int) -> bool:
             v.validate_envelope(value)
         else:
             validator(value)
-    except JsonSchemaValueException as exc:
+    except SchemaError as exc:
         raise LogError("invalid_line", seq, exc.message) from None
     if validator is None:
         if value["critical"]:
