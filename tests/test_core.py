@@ -302,3 +302,10 @@ def test_fast_path_agrees_with_rfc8785_on_fuzzed_values() -> None:
             if bad != good:
                 with pytest.raises(NotCanonical):
                     admit(bad)
+
+
+def test_unhashable_type_is_invalid_line() -> None:
+    b = LogBuilder()
+    started(b)
+    b.add("x", {}, type=["user_input"])
+    assert err(b.export()) == ("invalid_line", 2)

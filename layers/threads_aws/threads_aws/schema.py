@@ -42,7 +42,8 @@ def check_head(value: dict[str, Any], seq: int) -> None:
 def check_event(value: dict[str, Any], seq: int) -> bool:
     """Validate an event line; True if its type is known, False for a kept unknown
     non-critical event. An unknown critical type refuses the log (rule 5)."""
-    validator = v.EVENT_VALIDATORS.get(value.get("type"))  # type: ignore[arg-type]
+    type_ = value.get("type")
+    validator = v.EVENT_VALIDATORS.get(type_) if isinstance(type_, str) else None
     if value.get("type_version") != 1:  # every known type is at version 1: (type, 2) is unknown
         validator = None
     try:
