@@ -1,0 +1,217 @@
+"""Shared fixtures: AWS on moto, with the tables/bucket/queues created from template.yaml by
+threads_aws.store.infra (so tests can't drift from the template), plus a hash-chained line
+builder for store-level tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from threads_aws.canonical import canonical_bytes, new_uuid7
+from threads_aws.lines import StoredLine, header_line
+
+REPO = Path(__file__).resolve().parents[1]
+TEMPLATE = REPO / "template.yaml"
+REGION = "us-east-1"
+
+
+class FakeClock:
+    """An injectable ms clock for stores: tests move time explicitly."""
+
+    def __init__(self, now: int = 1_700_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> int:
+        self.now += ms
+        return self.now
+
+
+@dataclass
+class AwsEnv:
+    resources: Any
+    session: Any
+    ddb: Any
+    s3: Any
+    sqs: Any
+    clock: FakeClock = field(default_factory=FakeClock)
+
+    def artifacts(self) -> Any:
+        from threads_aws.store import ArtifactStore
+
+        return ArtifactStore(self.s3, self.resources.bucket)
+
+    def events(self, **kw: Any) -> Any:
+        from threads_aws.store import EventStore
+
+        kw.setdefault("clock", self.clock)
+        return EventStore(
+            self.ddb, self.resources.events_table, self.resources.state_table, self.artifacts(), **kw
+        )
+
+    def index(self) -> Any:
+        from threads_aws.store import ThreadIndex
+
+        return ThreadIndex(self.ddb, self.resources.state_table)
+
+
+def _speed_up_moto_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto's TransactWriteItems deep-copies every touched *table* once per TransactItem so it
+    can roll back, which is O(items in table x items in transaction): a 5,000-event branch took
+    ~8 minutes. Replace that with an equivalent per-key rollback: snapshot only the partitions
+    the transaction touches (shallow) and the items it updates in place (deep), and restore them
+    if moto raises. Semantics are unchanged; if moto's internals differ, leave it unpatched."""
+    import copy
+
+    try:
+        from moto.dynamodb import models as m
+        from moto.dynamodb.models.dynamo_type import DynamoType
+        from moto.dynamodb.models.table import Table
+
+        original = m.DynamoDBBackend.transact_write_items
+        assert m.copy is copy
+    except Exception:  # pragma: no cover - a moto version we don't know: stay slow but right
+        return
+
+    class _NoTableCopy:
+        @staticmethod
+        def deepcopy(x: Any, memo: Any = None) -> Any:
+            return x if isinstance(x, Table) else copy.deepcopy(x, memo)
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        saved: dict[tuple[int, Any], tuple[Any, Any, Any]] = {}
+        for entry in transact_items:
+            op_type, op = next(iter(entry.items()))
+            table = self.tables.get(op.get("TableName"))
+            src = op.get("Item") if op_type == "Put" else op.get("Key")
+            if table is None or not src or table.hash_key_attr not in src:
+                continue
+            h = DynamoType(src[table.hash_key_attr])
+            if (id(table), h) not in saved:
+                part = table.items.get(h) if h in table.items else None
+                snap = dict(part) if (part is not None and table.range_key_attr) else copy.deepcopy(part)
+                saved[(id(table), h)] = (table, h, snap)
+            if op_type == "Update" and table.range_key_attr and table.range_key_attr in src:
+                snap = saved[(id(table), h)][2]
+                r = DynamoType(src[table.range_key_attr])
+                if snap is not None and r in snap:
+                    snap[r] = copy.deepcopy(snap[r])
+        m.copy = _NoTableCopy  # type: ignore[assignment]
+        try:
+            return original(self, transact_items)
+        except Exception:
+            for table, h, snap in saved.values():
+                if snap is None:
+                    table.items.pop(h, None)
+                else:
+                    table.items[h] = snap
+            raise
+        finally:
+            m.copy = copy
+
+    monkeypatch.setattr(m.DynamoDBBackend, "transact_write_items", transact_write_items)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch):
+    """moto-backed AWS with template.yaml's data plane created; yields an AwsEnv."""
+    boto3 = pytest.importorskip("boto3")
+    moto = pytest.importorskip("moto")
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    _speed_up_moto_transactions(monkeypatch)
+    with moto.mock_aws():
+        from threads_aws.store.infra import create_resources
+
+        session = boto3.Session(region_name=REGION)
+        resources = create_resources(TEMPLATE, session)
+        yield AwsEnv(
+            resources=resources,
+            session=session,
+            ddb=session.client("dynamodb"),
+            s3=session.client("s3"),
+            sqs=session.client("sqs"),
+        )
+
+
+class Chain:
+    """Canonical event lines of one segment with a real hash chain (store-level tests: the
+    envelope is right, `data` needn't satisfy validate_next)."""
+
+    def __init__(
+        self,
+        thread_id: str | None = None,
+        branch_id: str | None = None,
+        *,
+        created_at: int = 1_700_000_000_000,
+        next_seq: int = 1,
+    ) -> None:
+        self.thread_id = thread_id or new_uuid7()
+        self.branch_id = branch_id or new_uuid7()
+        self.header = StoredLine.of_header(header_line(self.thread_id, self.branch_id, created_at))
+        self.prev = self.header.hash
+        self.next_seq = next_seq
+        self.lines: list[StoredLine] = []
+
+    def event(
+        self,
+        type: str = "heartbeat",
+        data: dict[str, Any] | None = None,
+        *,
+        epoch: int = 1,
+        critical: bool = True,
+    ) -> StoredLine:
+        ev = {
+            "seq": self.next_seq,
+            "event_id": new_uuid7(),
+            "thread_id": self.thread_id,
+            "branch_id": self.branch_id,
+            "epoch": epoch,
+            "type": type,
+            "type_version": 1,
+            "time": 1_700_000_000_000 + self.next_seq,
+            "actor": {"kind": "host"},
+            "prev_hash": self.prev,
+            "critical": critical,
+            "data": {"running_call_ids": []} if data is None else data,
+        }
+        line = StoredLine.of_event(canonical_bytes(ev), ev)
+        self.prev = line.hash
+        self.next_seq += 1
+        self.lines.append(line)
+        return line
+
+    def events(self, n: int, **kw: Any) -> list[StoredLine]:
+        return [self.event(**kw) for _ in range(n)]
+
+    def at(self, seq: int) -> StoredLine:
+        """This segment's line at `seq` (its header if seq is before its first event)."""
+        first = self.next_seq - len(self.lines)
+        return self.header if seq < first else self.lines[seq - first]
+
+    def fork(self, at_seq: int, *, parent_line_hash: str | None = None, epoch: int = 1) -> Chain:
+        """A child segment of this one at `at_seq`: its header, then its `fork` event."""
+        child = Chain(self.thread_id, next_seq=at_seq + 1)
+        child.event(
+            "fork",
+            {
+                "at_hash": parent_line_hash or self.at(at_seq).hash,
+                "parent_branch_id": self.branch_id,
+                "reason": "repair",
+            },
+            epoch=epoch,
+        )
+        return child
+
+
+@pytest.fixture
+def chain():
+    """The Chain class (a fixture so test modules needn't import conftest)."""
+    return Chain
