@@ -121,9 +121,9 @@ class Fold:
         if ev["event_id"] in self.event_ids:
             raise self._bad(seq, "event_id repeats along the resolved chain")  # rule 28
         if known:
-            handler = getattr(self, "_on_" + ev["type"], None)
+            handler = _HANDLERS.get(ev["type"])
             if handler is not None:
-                handler(ev, seq, ev["data"])
+                handler(self, ev, seq, ev["data"])
         self.event_ids.add(ev["event_id"])
         self.events.append(ev)
         self.known.append(known)
@@ -478,6 +478,9 @@ class Fold:
 
     def known_events(self) -> list[dict[str, Any]]:
         return [e for e, k in zip(self.events, self.known, strict=True) if k]
+
+
+_HANDLERS = {name[4:]: fn for name, fn in vars(Fold).items() if name.startswith("_on_")}
 
 
 def _char_boundary(raw: bytes, i: int) -> bool:
