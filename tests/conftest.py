@@ -4,6 +4,7 @@ builder for store-level tests."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,12 @@ class FakeClock:
         return self.now
 
 
+_fixture_counter = itertools.count(1)
+
+
 @dataclass
 class AwsEnv:
+    prefix: str
     resources: Any
     session: Any
     ddb: Any
@@ -131,8 +136,12 @@ def aws(monkeypatch: pytest.MonkeyPatch):
         from threads_aws.store.infra import create_resources
 
         session = boto3.Session(region_name=REGION)
-        resources = create_resources(TEMPLATE, session)
+        # A unique prefix per test: if some other code left a global moto mock running, this
+        # `with` nests inside it and moto doesn't reset state between tests.
+        prefix = f"threads-t{next(_fixture_counter)}"
+        resources = create_resources(TEMPLATE, session, prefix=prefix)
         yield AwsEnv(
+            prefix=prefix,
             resources=resources,
             session=session,
             ddb=session.client("dynamodb"),

@@ -572,3 +572,41 @@ def test_foreign_writer_branch_is_writer_mismatch(aws, chain):
     with pytest.raises(LogError) as err:
         store.append(c.branch_id, c.events(1), expected_head_seq=0, epoch=1)
     assert (err.value.code, err.value.seq) == ("writer_mismatch", 0)
+
+
+# ------------------------------------------------------------------ failed forks
+
+
+def test_child_head_epoch_and_discard_failed_fork(aws, chain):
+    store, root = new_root(aws, chain)
+    store.append(root.branch_id, root.events(3, epoch=4), expected_head_seq=0, epoch=4)
+    child = root.fork(3, epoch=4)
+    store.create_branch(
+        thread_id=root.thread_id,
+        tenant=TENANT,
+        branch_id=child.branch_id,
+        header=child.header,
+        parent_branch_id=root.branch_id,
+        fork_at_seq=3,
+        state="forking",
+        head_hash=root.at(3).hash,
+        head_epoch=4,
+    )
+    assert store.head(child.branch_id).head_epoch == 4
+    assert store.acquire_lease(child.branch_id, "f", ttl_ms=100, now_ms=0).epoch == 5
+    store.append(child.branch_id, child.lines, expected_head_seq=3, epoch=5)
+    assert aws.index().branch_of(TENANT, root.thread_id, child.branch_id) is not None
+
+    assert store.discard_branch(child.branch_id) is True
+    assert store.head(child.branch_id) is None
+    assert aws.index().branch_of(TENANT, root.thread_id, child.branch_id) is None
+    left = aws.ddb.query(
+        TableName=aws.resources.events_table,
+        KeyConditionExpression="branch_id = :b",
+        ExpressionAttributeValues={":b": {"S": child.branch_id}},
+    )["Items"]
+    assert left == []
+    assert store.discard_branch(child.branch_id) is False
+    with pytest.raises(StateConflict):
+        store.discard_branch(root.branch_id)  # ready branches are never discarded
+    assert store.head(root.branch_id).head_seq == 3

@@ -94,6 +94,7 @@ from .records import (
     StateConflict,
     branch_key,
     thread_branch_item,
+    thread_branch_key,
     thread_key,
     thread_meta_item,
     wall_ms,
@@ -198,6 +199,7 @@ class EventStore:
         writer_impl: str = "threads-aws",
         head_verified: bool = True,
         head_hash: str | None = None,
+        head_epoch: int = 0,
         create_thread: bool = False,
         now_ms: int | None = None,
     ) -> BranchRecord:
@@ -209,7 +211,9 @@ class EventStore:
         ``tenant``. A child (``parent_branch_id`` + ``fork_at_seq``) requires the parent to be a
         branch of the same thread whose head is at or past ``fork_at_seq``. The new head is at
         ``fork_at_seq or 0`` with ``head_hash`` (default: the header's hash; for a child the
-        caller may pass the parent line's hash at fork_at_seq).
+        caller may pass the parent line's hash at fork_at_seq) and ``head_epoch`` (default 0; for
+        a child, the max epoch of the parent's chain through fork_at_seq, so epochs keep rising
+        across the fork and a lease on the child starts above them).
         """
         if state not in BRANCH_STATES:
             raise ValueError(f"unknown branch state {state!r}")
@@ -236,7 +240,7 @@ class EventStore:
             "state": _S(state),
             "head_seq": _N(head_seq),
             "head_hash": _S(head_hash or header.hash),
-            "head_epoch": _N(0),
+            "head_epoch": _N(head_epoch),
             "head_verified": {"BOOL": bool(head_verified)},
             "writer_impl": _S(writer_impl),
             "header_hash": _S(header.hash),
@@ -322,6 +326,52 @@ class EventStore:
                 f"parent branch {parent_branch_id} is not in thread {thread_id} at or past seq {head_seq}"
             )
         return BranchRecord.from_item(head)
+
+    def discard_branch(self, branch_id: str, *, states: Sequence[str] = ("forking", "fork_failed")) -> bool:
+        """Delete a branch that never became visible (a failed fork): its head item, its
+        thread-index entry and its lines. Only in one of ``states`` (else StateConflict); False
+        if it doesn't exist. The head goes first, in one transaction with the header and index
+        entry, so a crash part-way leaves only unreachable line items behind."""
+        rec = self.head(branch_id)
+        if rec is None:
+            return False
+        e = _Expr()
+        cond = f"{e.n('state')} IN ({', '.join(e.v(_S(x)) for x in states)})"
+        items: list[dict[str, Any]] = [
+            {
+                "Delete": e.apply(
+                    {
+                        "TableName": self.state_table,
+                        "Key": branch_key(branch_id),
+                        "ConditionExpression": cond,
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                )
+            },
+            {"Delete": {"TableName": self.state_table, "Key": thread_branch_key(rec.thread_id, branch_id)}},
+            {"Delete": {"TableName": self.events_table, "Key": {"branch_id": _S(branch_id), "seq": _N(0)}}},
+        ]
+        reasons = self._transact(items)
+        if reasons is not None:
+            old = reasons[0].get("Item")
+            if old is None and self.head(branch_id) is None:
+                return False
+            state = old["state"]["S"] if old else "?"
+            raise StateConflict(f"branch {branch_id} is {state}; only {', '.join(states)} can be discarded")
+        keys = [
+            {"branch_id": item["branch_id"], "seq": item["seq"]}
+            for item in self._query(branch_id, 1, (1 << 53) - 1, projection="branch_id, seq")
+        ]
+        for i in range(0, len(keys), 25):
+            request: dict[str, Any] = {
+                self.events_table: [{"DeleteRequest": {"Key": k}} for k in keys[i : i + 25]]
+            }
+            while request:
+                out = self.ddb.batch_write_item(RequestItems=request)
+                request = out.get("UnprocessedItems") or {}
+                if request:
+                    time.sleep(0.05)
+        return True
 
     def head(self, branch_id: str) -> BranchRecord | None:
         out = self.ddb.get_item(TableName=self.state_table, Key=branch_key(branch_id), ConsistentRead=True)
@@ -612,7 +662,9 @@ class EventStore:
             critical=bool(item["critical"]["BOOL"]) if "critical" in item else True,
         )
 
-    def _query(self, branch_id: str, lo: int, hi: int, limit: int | None = None) -> Iterable[dict[str, Any]]:
+    def _query(
+        self, branch_id: str, lo: int, hi: int, limit: int | None = None, projection: str | None = None
+    ) -> Iterable[dict[str, Any]]:
         if lo > hi:
             return
         kwargs: dict[str, Any] = {
@@ -622,6 +674,8 @@ class EventStore:
             "ExpressionAttributeValues": {":b": _S(branch_id), ":lo": _N(lo), ":hi": _N(hi)},
             "ConsistentRead": True,
         }
+        if projection:
+            kwargs["ProjectionExpression"] = projection.replace("branch_id", "#b").replace("seq", "#s")
         left = limit
         while True:
             if left is not None:
@@ -811,3 +865,7 @@ class EventStore:
         return self._lease_update(
             branch_id, lease, "REMOVE #lease_holder SET #lease_expires_at = :zero", {":zero": _N(0)}
         )
+
+    # Names symmetric with acquire_lease.
+    renew_lease = renew
+    release_lease = release
