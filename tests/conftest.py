@@ -126,7 +126,7 @@ def aws(monkeypatch: pytest.MonkeyPatch):
     """moto-backed AWS with template.yaml's data plane created; yields an AwsEnv."""
     boto3 = pytest.importorskip("boto3")
     moto = pytest.importorskip("moto")
-    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
