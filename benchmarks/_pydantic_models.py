@@ -15,8 +15,8 @@ class EventsCallId(RootModel[str]):
     root: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
 
@@ -24,96 +24,96 @@ class EventsCallId(RootModel[str]):
 class EventsErrorCode(
     RootModel[
         Literal[
-            'invalid_line',
-            'unsupported_format',
-            'unsupported_critical_event',
-            'seq_mismatch',
-            'prev_hash_mismatch',
-            'head_mismatch',
-            'invalid_transition',
-            'log_corrupt',
-            'branch_busy',
-            'seq_conflict',
-            'stale_epoch',
-            'writer_poisoned',
-            'branch_has_children',
-            'no_snapshot_boundary',
-            'snapshot_expired',
-            'snapshot_missing',
-            'snapshot_restore_failed',
-            'snapshot_manifest_mismatch',
-            'artifact_missing',
-            'artifact_corrupt',
-            'request_hash_mismatch',
-            'prefix_changed',
-            'approval_mismatch',
-            'approval_expired',
-            'approval_duplicate',
-            'unmatched_external_op',
-            'egress_policy_unsupported',
-            'case_missing_dependency',
-            'budget_unenforceable',
-            'content_unsupported',
-            'continuation_unsupported',
-            'hosted_tool_unsupported',
-            'context_edit_unreported',
-            'context_exhausted',
-            'model_unavailable',
-            'output_invalid',
-            'tool_not_loaded',
-            'permission_rule_invalid',
-            'branch_not_runnable',
-            'resource_unknown',
-            'writer_mismatch',
+            "invalid_line",
+            "unsupported_format",
+            "unsupported_critical_event",
+            "seq_mismatch",
+            "prev_hash_mismatch",
+            "head_mismatch",
+            "invalid_transition",
+            "log_corrupt",
+            "branch_busy",
+            "seq_conflict",
+            "stale_epoch",
+            "writer_poisoned",
+            "branch_has_children",
+            "no_snapshot_boundary",
+            "snapshot_expired",
+            "snapshot_missing",
+            "snapshot_restore_failed",
+            "snapshot_manifest_mismatch",
+            "artifact_missing",
+            "artifact_corrupt",
+            "request_hash_mismatch",
+            "prefix_changed",
+            "approval_mismatch",
+            "approval_expired",
+            "approval_duplicate",
+            "unmatched_external_op",
+            "egress_policy_unsupported",
+            "case_missing_dependency",
+            "budget_unenforceable",
+            "content_unsupported",
+            "continuation_unsupported",
+            "hosted_tool_unsupported",
+            "context_edit_unreported",
+            "context_exhausted",
+            "model_unavailable",
+            "output_invalid",
+            "tool_not_loaded",
+            "permission_rule_invalid",
+            "branch_not_runnable",
+            "resource_unknown",
+            "writer_mismatch",
         ]
     ]
 ):
     root: Annotated[
         Literal[
-            'invalid_line',
-            'unsupported_format',
-            'unsupported_critical_event',
-            'seq_mismatch',
-            'prev_hash_mismatch',
-            'head_mismatch',
-            'invalid_transition',
-            'log_corrupt',
-            'branch_busy',
-            'seq_conflict',
-            'stale_epoch',
-            'writer_poisoned',
-            'branch_has_children',
-            'no_snapshot_boundary',
-            'snapshot_expired',
-            'snapshot_missing',
-            'snapshot_restore_failed',
-            'snapshot_manifest_mismatch',
-            'artifact_missing',
-            'artifact_corrupt',
-            'request_hash_mismatch',
-            'prefix_changed',
-            'approval_mismatch',
-            'approval_expired',
-            'approval_duplicate',
-            'unmatched_external_op',
-            'egress_policy_unsupported',
-            'case_missing_dependency',
-            'budget_unenforceable',
-            'content_unsupported',
-            'continuation_unsupported',
-            'hosted_tool_unsupported',
-            'context_edit_unreported',
-            'context_exhausted',
-            'model_unavailable',
-            'output_invalid',
-            'tool_not_loaded',
-            'permission_rule_invalid',
-            'branch_not_runnable',
-            'resource_unknown',
-            'writer_mismatch',
+            "invalid_line",
+            "unsupported_format",
+            "unsupported_critical_event",
+            "seq_mismatch",
+            "prev_hash_mismatch",
+            "head_mismatch",
+            "invalid_transition",
+            "log_corrupt",
+            "branch_busy",
+            "seq_conflict",
+            "stale_epoch",
+            "writer_poisoned",
+            "branch_has_children",
+            "no_snapshot_boundary",
+            "snapshot_expired",
+            "snapshot_missing",
+            "snapshot_restore_failed",
+            "snapshot_manifest_mismatch",
+            "artifact_missing",
+            "artifact_corrupt",
+            "request_hash_mismatch",
+            "prefix_changed",
+            "approval_mismatch",
+            "approval_expired",
+            "approval_duplicate",
+            "unmatched_external_op",
+            "egress_policy_unsupported",
+            "case_missing_dependency",
+            "budget_unenforceable",
+            "content_unsupported",
+            "continuation_unsupported",
+            "hosted_tool_unsupported",
+            "context_edit_unreported",
+            "context_exhausted",
+            "model_unavailable",
+            "output_invalid",
+            "tool_not_loaded",
+            "permission_rule_invalid",
+            "branch_not_runnable",
+            "resource_unknown",
+            "writer_mismatch",
         ],
         Field(
-            description='Pinned typed-error codes shared by both implementations. Add only; never rename after the first release.'
+            description="Pinned typed-error codes shared by both implementations. Add only; never rename after the first release."
         ),
     ]
 
@@ -122,7 +122,7 @@ class EventsInt(RootModel[int]):
     root: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -130,7 +130,7 @@ class EventsInt(RootModel[int]):
 
 
 class EventsName(RootModel[str]):
-    root: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    root: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
 
 
 class EventsNonEmpty(RootModel[str]):
@@ -139,30 +139,30 @@ class EventsNonEmpty(RootModel[str]):
 
 class EventsParkAddress(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     id: Annotated[str, Field(min_length=1)]
-    kind: Literal['approval', 'effect', 'input', 'resource', 'child']
+    kind: Literal["approval", "effect", "input", "resource", "child"]
 
 
 class EventsPermissionRule(RootModel[str]):
     root: Annotated[
         str,
         Field(
-            description='Tool(specifier) grammar. The tool part may end in * (mcp__github__*).',
-            pattern='^[a-z][a-z0-9_]{0,127}\\*?(\\(.+\\))?$',
+            description="Tool(specifier) grammar. The tool part may end in * (mcp__github__*).",
+            pattern="^[a-z][a-z0-9_]{0,127}\\*?(\\(.+\\))?$",
         ),
     ]
 
 
 class Restore(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     file_tokens: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -170,7 +170,7 @@ class Restore(BaseModel):
     max_files: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -178,7 +178,7 @@ class Restore(BaseModel):
     skill_tokens: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -186,7 +186,7 @@ class Restore(BaseModel):
     skills_total_tokens: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -195,12 +195,12 @@ class Restore(BaseModel):
 
 class Price(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     cache_read: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -208,7 +208,7 @@ class Price(BaseModel):
     cache_write: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -216,7 +216,7 @@ class Price(BaseModel):
     input: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -224,7 +224,7 @@ class Price(BaseModel):
     output: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -233,14 +233,14 @@ class Price(BaseModel):
 
 class Permissions(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     allow: list[EventsPermissionRule]
     allow_bypass: bool
     ask: list[EventsPermissionRule]
     deny: list[EventsPermissionRule]
-    mode: Literal['plan', 'dont_ask', 'default', 'accept_edits', 'bypass']
-    plan_exit_mode: Literal['plan', 'dont_ask', 'default', 'accept_edits', 'bypass']
+    mode: Literal["plan", "dont_ask", "default", "accept_edits", "bypass"]
+    plan_exit_mode: Literal["plan", "dont_ask", "default", "accept_edits", "bypass"]
     protected_paths: list[EventsNonEmpty]
 
 
@@ -248,7 +248,7 @@ class EventsPosInt(RootModel[int]):
     root: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -257,7 +257,7 @@ class EventsPosInt(RootModel[int]):
 
 class EventsPrincipal(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     issuer: Annotated[str, Field(min_length=1)]
     subject: Annotated[str, Field(min_length=1)]
@@ -265,17 +265,17 @@ class EventsPrincipal(BaseModel):
 
 
 class EventsSha256(RootModel[str]):
-    root: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    root: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
 
 
 class EventsSpan(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     end: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -283,7 +283,7 @@ class EventsSpan(BaseModel):
     start: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -291,33 +291,29 @@ class EventsSpan(BaseModel):
 
 
 class EventsTextOrContent(RootModel[Any]):
-    root: Annotated[
-        Any, Field(description='Exactly one of plain text or ordered input parts.')
-    ]
+    root: Annotated[Any, Field(description="Exactly one of plain text or ordered input parts.")]
 
 
 class EventsTextOrRef(RootModel[Any]):
-    root: Annotated[
-        Any, Field(description='Exactly one of inline text or an artifact ref.')
-    ]
+    root: Annotated[Any, Field(description="Exactly one of inline text or an artifact ref.")]
 
 
 class EventsTextPart(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     text: str
-    type: Literal['text']
+    type: Literal["text"]
 
 
 class EventsThreshold1(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     tokens: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -326,7 +322,7 @@ class EventsThreshold1(BaseModel):
 
 class EventsThreshold2(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     permille: Annotated[int, Field(ge=1, le=1000)]
 
@@ -335,7 +331,7 @@ class EventsTimeMs(RootModel[int]):
     root: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
@@ -344,63 +340,63 @@ class EventsTimeMs(RootModel[int]):
 
 class EventsUsage(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     cache_read_tokens: Annotated[
         EventsInt | None,
         Field(
-            description='A measured token count, or null when the provider did not report it (unknown, never zero).'
+            description="A measured token count, or null when the provider did not report it (unknown, never zero)."
         ),
     ] = None
     cache_write_tokens: Annotated[
         EventsInt | None,
         Field(
-            description='A measured token count, or null when the provider did not report it (unknown, never zero).'
+            description="A measured token count, or null when the provider did not report it (unknown, never zero)."
         ),
     ] = None
     input_tokens: Annotated[
         EventsInt | None,
         Field(
-            description='A measured token count, or null when the provider did not report it (unknown, never zero).'
+            description="A measured token count, or null when the provider did not report it (unknown, never zero)."
         ),
     ]
     output_tokens: Annotated[
         EventsInt | None,
         Field(
-            description='A measured token count, or null when the provider did not report it (unknown, never zero).'
+            description="A measured token count, or null when the provider did not report it (unknown, never zero)."
         ),
     ]
     reasoning_tokens: Annotated[
         EventsInt | None,
         Field(
-            description='A measured token count, or null when the provider did not report it (unknown, never zero).'
+            description="A measured token count, or null when the provider did not report it (unknown, never zero)."
         ),
     ] = None
 
 
 class Data2(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    args_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    args_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     challenge_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     expires_at: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
@@ -410,34 +406,34 @@ class Data2(BaseModel):
 class EventsEvApprovalRequested(BaseModel):
     critical: Literal[True]
     data: Data2
-    type: Literal['approval_requested']
+    type: Literal["approval_requested"]
     type_version: Literal[1]
 
 
 class Data4(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     reason: str | None = None
-    scope: Literal['turn', 'thread', 'tree']
+    scope: Literal["turn", "thread", "tree"]
 
 
 class Edit(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    action: Literal['clear', 'redact']
+    action: Literal["clear", "redact"]
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     part: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -447,13 +443,13 @@ class Edit(BaseModel):
 
 class Data10(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    action: Literal['compact', 'fail']
+    action: Literal["compact", "fail"]
     estimated_tokens: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -461,7 +457,7 @@ class Data10(BaseModel):
     window_tokens: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -471,18 +467,18 @@ class Data10(BaseModel):
 class EventsEvContextPreflightBlocked(BaseModel):
     critical: Literal[True]
     data: Data10
-    type: Literal['context_preflight_blocked']
+    type: Literal["context_preflight_blocked"]
     type_version: Literal[1]
 
 
 class Data11(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     attempt: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -490,8 +486,8 @@ class Data11(BaseModel):
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
 
@@ -499,34 +495,34 @@ class Data11(BaseModel):
 class EventsEvEffectBegin(BaseModel):
     critical: Literal[True]
     data: Data11
-    type: Literal['effect_begin']
+    type: Literal["effect_begin"]
     type_version: Literal[1]
 
 
 class Data14(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
-    reason: Literal['crash_after_begin', 'timeout', 'transport_error']
+    reason: Literal["crash_after_begin", "timeout", "transport_error"]
 
 
 class EventsEvEffectUnknown(BaseModel):
     critical: Literal[True]
     data: Data14
-    type: Literal['effect_unknown']
+    type: Literal["effect_unknown"]
     type_version: Literal[1]
 
 
 class Data17(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     running_call_ids: list[EventsCallId]
 
@@ -534,13 +530,13 @@ class Data17(BaseModel):
 class EventsEvHeartbeat(BaseModel):
     critical: Literal[True]
     data: Data17
-    type: Literal['heartbeat']
+    type: Literal["heartbeat"]
     type_version: Literal[1]
 
 
 class Origin(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     id: Annotated[str, Field(min_length=1)]
     location: str | None = None
@@ -549,22 +545,22 @@ class Origin(BaseModel):
 
 class DeclaredPrefix(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     bytes: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
     ]
-    sha256: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
 
 
 class Error(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     message: str
     path: str
@@ -572,7 +568,7 @@ class Error(BaseModel):
 
 class Data27(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     address: EventsParkAddress
 
@@ -580,29 +576,27 @@ class Data27(BaseModel):
 class EventsEvParkEscalated(BaseModel):
     critical: Literal[False]
     data: Data27
-    type: Literal['park_escalated']
+    type: Literal["park_escalated"]
     type_version: Literal[1]
 
 
 class Data28(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     address: EventsParkAddress
     expires_at: Annotated[
         int | None,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ] = None
     reason: Annotated[
-        Literal[
-            'awaiting_approval', 'effect_unknown', 'awaiting_input', 'awaiting_resource'
-        ],
+        Literal["awaiting_approval", "effect_unknown", "awaiting_input", "awaiting_resource"],
         Field(
-            description='awaiting_input: an ask_user question; the address is {kind: input, id: <call_id>}.'
+            description="awaiting_input: an ask_user question; the address is {kind: input, id: <call_id>}."
         ),
     ]
 
@@ -610,119 +604,113 @@ class Data28(BaseModel):
 class EventsEvParked(BaseModel):
     critical: Literal[True]
     data: Data28
-    type: Literal['parked']
+    type: Literal["parked"]
     type_version: Literal[1]
 
 
 class EventsEvParkedDataReason(
-    RootModel[
-        Literal[
-            'awaiting_approval', 'effect_unknown', 'awaiting_input', 'awaiting_resource'
-        ]
-    ]
+    RootModel[Literal["awaiting_approval", "effect_unknown", "awaiting_input", "awaiting_resource"]]
 ):
     root: Annotated[
-        Literal[
-            'awaiting_approval', 'effect_unknown', 'awaiting_input', 'awaiting_resource'
-        ],
+        Literal["awaiting_approval", "effect_unknown", "awaiting_input", "awaiting_resource"],
         Field(
-            description='awaiting_input: an ask_user question; the address is {kind: input, id: <call_id>}.'
+            description="awaiting_input: an ask_user question; the address is {kind: input, id: <call_id>}."
         ),
     ]
 
 
 class Data29(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
-    decision: Literal['allow', 'deny', 'ask']
-    mode: Literal['plan', 'dont_ask', 'default', 'accept_edits', 'bypass'] | None = None
+    decision: Literal["allow", "deny", "ask"]
+    mode: Literal["plan", "dont_ask", "default", "accept_edits", "bypass"] | None = None
     reason: str | None = None
     rule_id: str | None = None
     source: Literal[
-        'policy',
-        'hook',
-        'default',
-        'self_config_guard',
-        'mode',
-        'protected_path',
-        'thread_rule',
+        "policy",
+        "hook",
+        "default",
+        "self_config_guard",
+        "mode",
+        "protected_path",
+        "thread_rule",
     ]
 
 
 class EventsEvPermissionDecision(BaseModel):
     critical: Literal[True]
     data: Data29
-    type: Literal['permission_decision']
+    type: Literal["permission_decision"]
     type_version: Literal[1]
 
 
 class Data30(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     challenge_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    decision: Literal['allow', 'deny']
+    decision: Literal["allow", "deny"]
     rule: Annotated[
         str,
         Field(
-            description='Tool(specifier) grammar. The tool part may end in * (mcp__github__*).',
-            pattern='^[a-z][a-z0-9_]{0,127}\\*?(\\(.+\\))?$',
+            description="Tool(specifier) grammar. The tool part may end in * (mcp__github__*).",
+            pattern="^[a-z][a-z0-9_]{0,127}\\*?(\\(.+\\))?$",
         ),
     ]
 
 
 class Data33(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     occurrence_id: Annotated[str, Field(min_length=1)]
     schedule_id: Annotated[str, Field(min_length=1)]
     scheduled_for: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
     timezone: Annotated[
         str,
-        Field(description='IANA zone; UTC when the schedule omits one.', min_length=1),
+        Field(description="IANA zone; UTC when the schedule omits one.", min_length=1),
     ]
 
 
 class EventsEvScheduleFired(BaseModel):
     critical: Literal[True]
     data: Data33
-    type: Literal['schedule_fired']
+    type: Literal["schedule_fired"]
     type_version: Literal[1]
 
 
 class Data34(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     occurrence_id: Annotated[str, Field(min_length=1)]
-    reason: Literal['missed', 'overlap']
+    reason: Literal["missed", "overlap"]
     schedule_id: Annotated[str, Field(min_length=1)]
     scheduled_for: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
@@ -733,13 +721,13 @@ class Data34(BaseModel):
 class EventsEvScheduleSkipped(BaseModel):
     critical: Literal[False]
     data: Data34
-    type: Literal['schedule_skipped']
+    type: Literal["schedule_skipped"]
     type_version: Literal[1]
 
 
 class Quiesced(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     excluded: list[EventsNonEmpty]
     frozen: list[EventsNonEmpty]
@@ -748,14 +736,14 @@ class Quiesced(BaseModel):
 
 class Data36(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    capture_class: Literal['filesystem', 'filesystem_and_processes', 'full_vm']
+    capture_class: Literal["filesystem", "filesystem_and_processes", "full_vm"]
     expires_at: EventsTimeMs | None
     knowledge_revision: Annotated[
         int | None,
         Field(
-            description='The host knowledge store revision at capture. Present when the thread has a knowledge binding. A fork with knowledge_policy pinned searches as of this revision.',
+            description="The host knowledge store revision at capture. Present when the thread has a knowledge binding. A fork with knowledge_policy pinned searches as of this revision.",
             ge=0,
             le=9007199254740991,
         ),
@@ -763,15 +751,15 @@ class Data36(BaseModel):
     manifest_hash: Annotated[
         str,
         Field(
-            description='RFC 8785 hash of the captured file-tree manifest (path, mode, size, sha256).',
-            pattern='^[0-9a-f]{64}$',
+            description="RFC 8785 hash of the captured file-tree manifest (path, mode, size, sha256).",
+            pattern="^[0-9a-f]{64}$",
         ),
     ]
-    provider: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    provider: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     quiesced: Annotated[
         Quiesced,
         Field(
-            description='How sandbox processes that could mutate captured state were handled. excluded lists only processes the provider proves cannot write captured paths.'
+            description="How sandbox processes that could mutate captured state were handled. excluded lists only processes the provider proves cannot write captured paths."
         ),
     ]
     sandbox_id: Annotated[str, Field(min_length=1)]
@@ -781,20 +769,20 @@ class Data36(BaseModel):
 class EventsEvSnapshot(BaseModel):
     critical: Literal[True]
     data: Data36
-    type: Literal['snapshot']
+    type: Literal["snapshot"]
     type_version: Literal[1]
 
 
 class EventsEvSnapshotData(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    capture_class: Literal['filesystem', 'filesystem_and_processes', 'full_vm']
+    capture_class: Literal["filesystem", "filesystem_and_processes", "full_vm"]
     expires_at: EventsTimeMs | None
     knowledge_revision: Annotated[
         int | None,
         Field(
-            description='The host knowledge store revision at capture. Present when the thread has a knowledge binding. A fork with knowledge_policy pinned searches as of this revision.',
+            description="The host knowledge store revision at capture. Present when the thread has a knowledge binding. A fork with knowledge_policy pinned searches as of this revision.",
             ge=0,
             le=9007199254740991,
         ),
@@ -802,15 +790,15 @@ class EventsEvSnapshotData(BaseModel):
     manifest_hash: Annotated[
         str,
         Field(
-            description='RFC 8785 hash of the captured file-tree manifest (path, mode, size, sha256).',
-            pattern='^[0-9a-f]{64}$',
+            description="RFC 8785 hash of the captured file-tree manifest (path, mode, size, sha256).",
+            pattern="^[0-9a-f]{64}$",
         ),
     ]
-    provider: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    provider: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     quiesced: Annotated[
         Quiesced,
         Field(
-            description='How sandbox processes that could mutate captured state were handled. excluded lists only processes the provider proves cannot write captured paths.'
+            description="How sandbox processes that could mutate captured state were handled. excluded lists only processes the provider proves cannot write captured paths."
         ),
     ]
     sandbox_id: Annotated[str, Field(min_length=1)]
@@ -819,14 +807,14 @@ class EventsEvSnapshotData(BaseModel):
 
 class Data38(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     reason: str | None = None
 
 
 class Data40(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     member: Annotated[str, Field(min_length=1)]
     task_id: Annotated[str, Field(min_length=1)]
@@ -835,13 +823,13 @@ class Data40(BaseModel):
 class EventsEvTeamTaskClaimed(BaseModel):
     critical: Literal[True]
     data: Data40
-    type: Literal['team_task_claimed']
+    type: Literal["team_task_claimed"]
     type_version: Literal[1]
 
 
 class Data41(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     blocked_by: list[EventsNonEmpty]
     description: str | None = None
@@ -852,44 +840,44 @@ class Data41(BaseModel):
 class EventsEvTeamTaskCreated(BaseModel):
     critical: Literal[True]
     data: Data41
-    type: Literal['team_task_created']
+    type: Literal["team_task_created"]
     type_version: Literal[1]
 
 
 class Data42(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    status: Literal['completed', 'failed', 'released']
+    status: Literal["completed", "failed", "released"]
     task_id: Annotated[str, Field(min_length=1)]
 
 
 class EventsEvTeamTaskUpdated(BaseModel):
     critical: Literal[True]
     data: Data42
-    type: Literal['team_task_updated']
+    type: Literal["team_task_updated"]
     type_version: Literal[1]
 
 
 class Todo(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     active_form: str | None = None
     content: Annotated[str, Field(min_length=1)]
     id: Annotated[str, Field(min_length=1)]
-    status: Literal['pending', 'in_progress', 'completed']
+    status: Literal["pending", "in_progress", "completed"]
 
 
 class Data44(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     todos: list[Todo]
@@ -898,34 +886,34 @@ class Data44(BaseModel):
 class EventsEvTodosUpdated(BaseModel):
     critical: Literal[True]
     data: Data44
-    type: Literal['todos_updated']
+    type: Literal["todos_updated"]
     type_version: Literal[1]
 
 
 class Cause(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str | None,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ] = None
-    kind: Literal['tool_search', 'mcp_list_changed', 'host']
-    server: Annotated[str | None, Field(pattern='^[a-z][a-z0-9_]{0,63}$')] = None
+    kind: Literal["tool_search", "mcp_list_changed", "host"]
+    server: Annotated[str | None, Field(pattern="^[a-z][a-z0-9_]{0,63}$")] = None
 
 
 class Data49(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     code: Annotated[
         Literal[
-            'content_unsupported',
-            'continuation_unsupported',
-            'transport_fence_unsupported',
+            "content_unsupported",
+            "continuation_unsupported",
+            "transport_fence_unsupported",
         ]
         | None,
         Field(
@@ -933,85 +921,85 @@ class Data49(BaseModel):
         ),
     ] = None
     reason: Literal[
-        'end_turn',
-        'max_turns',
-        'budget_exhausted',
-        'cancelled',
-        'error',
-        'interrupted',
-        'stop_hook_limit',
-        'max_output',
-        'context_exhausted',
-        'output_invalid',
-        'input_denied',
-        'model_unavailable',
-        'handoff',
+        "end_turn",
+        "max_turns",
+        "budget_exhausted",
+        "cancelled",
+        "error",
+        "interrupted",
+        "stop_hook_limit",
+        "max_output",
+        "context_exhausted",
+        "output_invalid",
+        "input_denied",
+        "model_unavailable",
+        "handoff",
     ]
 
 
 class EventsEvTurnCompleted(BaseModel):
     critical: Literal[True]
     data: Data49
-    type: Literal['turn_completed']
+    type: Literal["turn_completed"]
     type_version: Literal[1]
 
 
 class Data56(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     running_call_ids: list[EventsCallId]
 
 
 class Data62(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
-    decision: Literal['allow', 'deny', 'ask']
-    mode: Literal['plan', 'dont_ask', 'default', 'accept_edits', 'bypass'] | None = None
+    decision: Literal["allow", "deny", "ask"]
+    mode: Literal["plan", "dont_ask", "default", "accept_edits", "bypass"] | None = None
     reason: str | None = None
     rule_id: str | None = None
     source: Literal[
-        'policy',
-        'hook',
-        'default',
-        'self_config_guard',
-        'mode',
-        'protected_path',
-        'thread_rule',
+        "policy",
+        "hook",
+        "default",
+        "self_config_guard",
+        "mode",
+        "protected_path",
+        "thread_rule",
     ]
 
 
 class Data64(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    args_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    args_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     challenge_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     expires_at: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1020,12 +1008,12 @@ class Data64(BaseModel):
 
 class Data65(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     attempt: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1033,36 +1021,36 @@ class Data65(BaseModel):
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
 
 
 class Data67(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
-    reason: Literal['crash_after_begin', 'timeout', 'transport_error']
+    reason: Literal["crash_after_begin", "timeout", "transport_error"]
 
 
 class Data71(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    capture_class: Literal['filesystem', 'filesystem_and_processes', 'full_vm']
+    capture_class: Literal["filesystem", "filesystem_and_processes", "full_vm"]
     expires_at: EventsTimeMs | None
     knowledge_revision: Annotated[
         int | None,
         Field(
-            description='The host knowledge store revision at capture. Present when the thread has a knowledge binding. A fork with knowledge_policy pinned searches as of this revision.',
+            description="The host knowledge store revision at capture. Present when the thread has a knowledge binding. A fork with knowledge_policy pinned searches as of this revision.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1070,15 +1058,15 @@ class Data71(BaseModel):
     manifest_hash: Annotated[
         str,
         Field(
-            description='RFC 8785 hash of the captured file-tree manifest (path, mode, size, sha256).',
-            pattern='^[0-9a-f]{64}$',
+            description="RFC 8785 hash of the captured file-tree manifest (path, mode, size, sha256).",
+            pattern="^[0-9a-f]{64}$",
         ),
     ]
-    provider: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    provider: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     quiesced: Annotated[
         Quiesced,
         Field(
-            description='How sandbox processes that could mutate captured state were handled. excluded lists only processes the provider proves cannot write captured paths.'
+            description="How sandbox processes that could mutate captured state were handled. excluded lists only processes the provider proves cannot write captured paths."
         ),
     ]
     sandbox_id: Annotated[str, Field(min_length=1)]
@@ -1087,58 +1075,56 @@ class Data71(BaseModel):
 
 class Data73(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     address: EventsParkAddress
     expires_at: Annotated[
         int | None,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ] = None
     reason: Annotated[
-        Literal[
-            'awaiting_approval', 'effect_unknown', 'awaiting_input', 'awaiting_resource'
-        ],
+        Literal["awaiting_approval", "effect_unknown", "awaiting_input", "awaiting_resource"],
         Field(
-            description='awaiting_input: an ask_user question; the address is {kind: input, id: <call_id>}.'
+            description="awaiting_input: an ask_user question; the address is {kind: input, id: <call_id>}."
         ),
     ]
 
 
 class Data74(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     address: EventsParkAddress
 
 
 class Data77(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     reason: str | None = None
-    scope: Literal['turn', 'thread', 'tree']
+    scope: Literal["turn", "thread", "tree"]
 
 
 class Data79(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     reason: str | None = None
 
 
 class Data80(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     code: Annotated[
         Literal[
-            'content_unsupported',
-            'continuation_unsupported',
-            'transport_fence_unsupported',
+            "content_unsupported",
+            "continuation_unsupported",
+            "transport_fence_unsupported",
         ]
         | None,
         Field(
@@ -1146,53 +1132,53 @@ class Data80(BaseModel):
         ),
     ] = None
     reason: Literal[
-        'end_turn',
-        'max_turns',
-        'budget_exhausted',
-        'cancelled',
-        'error',
-        'interrupted',
-        'stop_hook_limit',
-        'max_output',
-        'context_exhausted',
-        'output_invalid',
-        'input_denied',
-        'model_unavailable',
-        'handoff',
+        "end_turn",
+        "max_turns",
+        "budget_exhausted",
+        "cancelled",
+        "error",
+        "interrupted",
+        "stop_hook_limit",
+        "max_output",
+        "context_exhausted",
+        "output_invalid",
+        "input_denied",
+        "model_unavailable",
+        "handoff",
     ]
 
 
 class Data81(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     occurrence_id: Annotated[str, Field(min_length=1)]
     schedule_id: Annotated[str, Field(min_length=1)]
     scheduled_for: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
     timezone: Annotated[
         str,
-        Field(description='IANA zone; UTC when the schedule omits one.', min_length=1),
+        Field(description="IANA zone; UTC when the schedule omits one.", min_length=1),
     ]
 
 
 class Data82(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     occurrence_id: Annotated[str, Field(min_length=1)]
-    reason: Literal['missed', 'overlap']
+    reason: Literal["missed", "overlap"]
     schedule_id: Annotated[str, Field(min_length=1)]
     scheduled_for: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1202,34 +1188,34 @@ class Data82(BaseModel):
 
 class Data92(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     challenge_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    decision: Literal['allow', 'deny']
+    decision: Literal["allow", "deny"]
     rule: Annotated[
         str,
         Field(
-            description='Tool(specifier) grammar. The tool part may end in * (mcp__github__*).',
-            pattern='^[a-z][a-z0-9_]{0,127}\\*?(\\(.+\\))?$',
+            description="Tool(specifier) grammar. The tool part may end in * (mcp__github__*).",
+            pattern="^[a-z][a-z0-9_]{0,127}\\*?(\\(.+\\))?$",
         ),
     ]
 
 
 class Data96(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     todos: list[Todo]
@@ -1237,7 +1223,7 @@ class Data96(BaseModel):
 
 class Data97(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     blocked_by: list[EventsNonEmpty]
     description: str | None = None
@@ -1247,7 +1233,7 @@ class Data97(BaseModel):
 
 class Data98(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     member: Annotated[str, Field(min_length=1)]
     task_id: Annotated[str, Field(min_length=1)]
@@ -1255,21 +1241,21 @@ class Data98(BaseModel):
 
 class Data99(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    status: Literal['completed', 'failed', 'released']
+    status: Literal["completed", "failed", "released"]
     task_id: Annotated[str, Field(min_length=1)]
 
 
 class Data101(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    action: Literal['compact', 'fail']
+    action: Literal["compact", "fail"]
     estimated_tokens: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1277,7 +1263,7 @@ class Data101(BaseModel):
     window_tokens: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1286,41 +1272,37 @@ class Data101(BaseModel):
 
 class EventsActor(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    kind: Literal[
-        'user', 'model', 'host', 'tool', 'channel', 'scheduler', 'approver', 'recovery'
-    ]
+    kind: Literal["user", "model", "host", "tool", "channel", "scheduler", "approver", "recovery"]
     principal: EventsPrincipal | None = None
 
 
 class EventsActorWithPrincipal(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    kind: Literal[
-        'user', 'model', 'host', 'tool', 'channel', 'scheduler', 'approver', 'recovery'
-    ]
+    kind: Literal["user", "model", "host", "tool", "channel", "scheduler", "approver", "recovery"]
     principal: EventsPrincipal
 
 
 class EventsApprovalBinding(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    args_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    args_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     challenge_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     reason: str | None = None
@@ -1328,44 +1310,42 @@ class EventsApprovalBinding(BaseModel):
 
 class EventsArtifactRef(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     bytes: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    media_type: Annotated[str, Field(pattern='^[a-z0-9.+-]+/[a-z0-9.+-]+$')]
-    sha256: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    media_type: Annotated[str, Field(pattern="^[a-z0-9.+-]+/[a-z0-9.+-]+$")]
+    sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
 
 
 class EventsAudioRef(EventsArtifactRef):
-    media_type: Literal[
-        'audio/wav', 'audio/mpeg', 'audio/ogg', 'audio/webm', 'audio/mp4'
-    ]
+    media_type: Literal["audio/wav", "audio/mpeg", "audio/ogg", "audio/webm", "audio/mp4"]
 
 
 class EventsBranchId(RootModel[str]):
     root: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
 
 class EventsBudget(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     max_cost_nanos: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1373,7 +1353,7 @@ class EventsBudget(BaseModel):
     max_input_tokens: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1381,7 +1361,7 @@ class EventsBudget(BaseModel):
     max_model_requests: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1389,7 +1369,7 @@ class EventsBudget(BaseModel):
     max_output_tokens: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1397,7 +1377,7 @@ class EventsBudget(BaseModel):
     max_turns: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1405,7 +1385,7 @@ class EventsBudget(BaseModel):
     max_wall_ms: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1414,26 +1394,26 @@ class EventsBudget(BaseModel):
 
 class EventsCitationPart(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     cited_text: str | None = None
     ref: EventsArtifactRef | None = None
     source_id: Annotated[str, Field(min_length=1)]
-    source_kind: Literal['web', 'knowledge', 'document', 'tool_result']
+    source_kind: Literal["web", "knowledge", "document", "tool_result"]
     span: EventsSpan | None = None
     title: str | None = None
-    type: Literal['citation']
+    type: Literal["citation"]
     version: str | None = None
 
 
 class EventsDocumentRef(EventsArtifactRef):
     media_type: Literal[
-        'application/pdf',
-        'text/plain',
-        'text/markdown',
-        'text/html',
-        'text/csv',
-        'application/json',
+        "application/pdf",
+        "text/plain",
+        "text/markdown",
+        "text/html",
+        "text/csv",
+        "application/json",
     ]
 
 
@@ -1441,45 +1421,45 @@ class EventsEventId(RootModel[str]):
     root: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
 
 class EventsHostedToolPart(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    format: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    format: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     model: Annotated[str, Field(min_length=1)]
-    name: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
-    provider: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
+    provider: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     ref: EventsArtifactRef
-    type: Literal['hosted_tool']
+    type: Literal["hosted_tool"]
 
 
 class EventsImageRef(EventsArtifactRef):
-    media_type: Literal['image/png', 'image/jpeg', 'image/gif', 'image/webp']
+    media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
 
 
 class EventsModelRef(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     name: Annotated[str, Field(min_length=1)]
-    provider: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    provider: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
 
 
 class ClearResults(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     exclude_tools: list[EventsName]
     idle_ms: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1487,7 +1467,7 @@ class ClearResults(BaseModel):
     keep_recent: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1495,25 +1475,25 @@ class ClearResults(BaseModel):
     trigger: Annotated[
         EventsThreshold1 | EventsThreshold2,
         Field(
-            description='Absolute tokens, or a fraction of the effective context window in permille (850 = 85%). Integers only.'
+            description="Absolute tokens, or a fraction of the effective context window in permille (850 = 85%). Integers only."
         ),
     ]
 
 
 class Compact(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     keep_tail: Annotated[
         EventsThreshold1 | EventsThreshold2,
         Field(
-            description='Absolute tokens, or a fraction of the effective context window in permille (850 = 85%). Integers only.'
+            description="Absolute tokens, or a fraction of the effective context window in permille (850 = 85%). Integers only."
         ),
     ]
     max_failures: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1521,19 +1501,19 @@ class Compact(BaseModel):
     trigger: Annotated[
         EventsThreshold1 | EventsThreshold2,
         Field(
-            description='Absolute tokens, or a fraction of the effective context window in permille (850 = 85%). Integers only.'
+            description="Absolute tokens, or a fraction of the effective context window in permille (850 = 85%). Integers only."
         ),
     ]
 
 
 class Spill(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     head_bytes: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1541,7 +1521,7 @@ class Spill(BaseModel):
     request_budget_bytes: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1549,7 +1529,7 @@ class Spill(BaseModel):
     tail_bytes: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1557,7 +1537,7 @@ class Spill(BaseModel):
     threshold_bytes: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1566,12 +1546,12 @@ class Spill(BaseModel):
 
 class Context(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     cache_ttl_ms: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1581,14 +1561,14 @@ class Context(BaseModel):
     defer_threshold: Annotated[
         EventsThreshold1 | EventsThreshold2,
         Field(
-            description='Absolute tokens, or a fraction of the effective context window in permille (850 = 85%). Integers only.'
+            description="Absolute tokens, or a fraction of the effective context window in permille (850 = 85%). Integers only."
         ),
     ]
-    defer_tools: Literal['auto', 'always', 'never']
+    defer_tools: Literal["auto", "always", "never"]
     max_output_continuations: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1596,7 +1576,7 @@ class Context(BaseModel):
     max_output_escalation_tokens: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1604,7 +1584,7 @@ class Context(BaseModel):
     max_pause_continuations: Annotated[
         int | None,
         Field(
-            description='Re-requests after pause_turn responses in one turn before the turn ends with error. Absent means 3.',
+            description="Re-requests after pause_turn responses in one turn before the turn ends with error. Absent means 3.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1612,30 +1592,30 @@ class Context(BaseModel):
     reserve_tokens: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
     ]
     restore: Restore
-    server_edits: Literal['disabled', 'exact_report']
+    server_edits: Literal["disabled", "exact_report"]
     spill: Spill
 
 
 class Model(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     context_window: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
     ]
     input_billing_bound: Annotated[
-        Literal['context_window', 'none'],
+        Literal["context_window", "none"],
         Field(
             description="context_window: the adapter declares that billed input units (input plus cache reads and writes) per attempt never exceed the context window. none: no bound is known, so a cost budget can't be enforced for this model (setup refuses it unless on_unknown_usage is stop)."
         ),
@@ -1643,7 +1623,7 @@ class Model(BaseModel):
     max_output_tokens: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1651,38 +1631,36 @@ class Model(BaseModel):
     name: Annotated[str, Field(min_length=1)]
     price: Annotated[
         Price | None,
-        Field(
-            description='Nano-currency units per token (USD 3 per million tokens = 3000).'
-        ),
+        Field(description="Nano-currency units per token (USD 3 per million tokens = 3000)."),
     ] = None
-    provider: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    provider: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
 
 
 class Output(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     max_retries: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    mode: Literal['tool', 'native']
-    schema_: Annotated[dict[str, Any], Field(alias='schema')]
-    schema_sha256: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    mode: Literal["tool", "native"]
+    schema_: Annotated[dict[str, Any], Field(alias="schema")]
+    schema_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
 
 
 class Retry(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     base_delay_ms: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1690,7 +1668,7 @@ class Retry(BaseModel):
     crash_resends: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1698,16 +1676,16 @@ class Retry(BaseModel):
     fallback_after: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
     ]
-    fallback_scope: Literal['turn', 'thread']
+    fallback_scope: Literal["turn", "thread"]
     heartbeat_ms: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1715,7 +1693,7 @@ class Retry(BaseModel):
     max_delay_ms: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1723,7 +1701,7 @@ class Retry(BaseModel):
     max_retries: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1731,7 +1709,7 @@ class Retry(BaseModel):
     max_retry_after_ms: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1739,7 +1717,7 @@ class Retry(BaseModel):
     max_total_wait_ms: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -1748,32 +1726,32 @@ class Retry(BaseModel):
 
 class EventsReasoningPart(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    format: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    format: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     model: Annotated[str, Field(min_length=1)]
-    provider: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    provider: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     ref: EventsArtifactRef
     summary: Annotated[
         str | None,
-        Field(description='Provider-supplied readable summary, for display only.'),
+        Field(description="Provider-supplied readable summary, for display only."),
     ] = None
-    type: Literal['reasoning']
+    type: Literal["reasoning"]
 
 
 class EventsThreadId(RootModel[str]):
     root: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
 
 class EventsToolSpec(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     dedup_window_ms: Annotated[
         int | None,
@@ -1786,26 +1764,24 @@ class EventsToolSpec(BaseModel):
     defer_loading: Annotated[
         bool | None,
         Field(
-            description='true: deferred. Render v1 shows only {name, description, deferred: true} until a tools_changed with cause tool_search loads it (the loaded spec omits this flag). A call to a deferred tool fails pre-effect with tool_not_loaded.'
+            description="true: deferred. Render v1 shows only {name, description, deferred: true} until a tools_changed with cause tool_search loads it (the loaded spec omits this flag). A call to a deferred tool fails pre-effect with tool_not_loaded."
         ),
     ] = None
     description: str
     effect_class: Annotated[
-        Literal[
-            'read_only', 'sandbox_local', 'idempotent', 'reconcilable', 'unguarded'
-        ],
+        Literal["read_only", "sandbox_local", "idempotent", "reconcilable", "unguarded"],
         Field(
-            description='read_only: no state change anywhere; no effect events. sandbox_local: changes only sandbox state; valid only under deny-all egress or enforced operation mediation. idempotent: the provider dedups on the effect key within dedup_window_ms. reconcilable: the adapter can look up the outcome with finality. unguarded: no contract; uncertainty always parks. Undeclared tools are unguarded.'
+            description="read_only: no state change anywhere; no effect events. sandbox_local: changes only sandbox state; valid only under deny-all egress or enforced operation mediation. idempotent: the provider dedups on the effect key within dedup_window_ms. reconcilable: the adapter can look up the outcome with finality. unguarded: no contract; uncertainty always parks. Undeclared tools are unguarded."
         ),
     ]
     ends_turn: Annotated[
         bool | None,
         Field(
-            description='A successful result ends the turn without another model call (the final_output tool).'
+            description="A successful result ends the turn without another model call (the final_output tool)."
         ),
     ] = None
     input_schema: dict[str, Any]
-    name: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     output_schema: Annotated[
         dict[str, Any] | None,
         Field(
@@ -1816,33 +1792,33 @@ class EventsToolSpec(BaseModel):
 
 class EventsToolUsePart(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     input: dict[str, Any]
-    name: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
-    type: Literal['tool_use']
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
+    type: Literal["tool_use"]
 
 
 class Data(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     child_thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     output_ref: EventsArtifactRef | None = None
-    status: Literal['completed', 'failed', 'cancelled', 'budget_exhausted']
+    status: Literal["completed", "failed", "cancelled", "budget_exhausted"]
     usage: Annotated[
         EventsUsage,
         Field(description="The child's aggregate usage; null fields are unknown."),
@@ -1852,38 +1828,38 @@ class Data(BaseModel):
 class EventsEvAgentFinished(BaseModel):
     critical: Literal[True]
     data: Data
-    type: Literal['agent_finished']
+    type: Literal["agent_finished"]
     type_version: Literal[1]
 
 
 class Data1(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     agent_name: Annotated[str, Field(min_length=1)]
     budget: EventsBudget | None = None
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     child_thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    isolation: Literal['none', 'shared_sandbox', 'worktree', 'forked_sandbox']
-    mode: Literal['foreground', 'background']
+    isolation: Literal["none", "shared_sandbox", "worktree", "forked_sandbox"]
+    mode: Literal["foreground", "background"]
 
 
 class EventsEvAgentSpawned(BaseModel):
     critical: Literal[True]
     data: Data1
-    type: Literal['agent_spawned']
+    type: Literal["agent_spawned"]
     type_version: Literal[1]
 
 
@@ -1891,7 +1867,7 @@ class EventsEvApprovalDenied(BaseModel):
     actor: EventsActorWithPrincipal
     critical: Literal[True]
     data: EventsApprovalBinding
-    type: Literal['approval_denied']
+    type: Literal["approval_denied"]
     type_version: Literal[1]
 
 
@@ -1899,26 +1875,26 @@ class EventsEvApprovalGranted(BaseModel):
     actor: EventsActorWithPrincipal
     critical: Literal[True]
     data: EventsApprovalBinding
-    type: Literal['approval_granted']
+    type: Literal["approval_granted"]
     type_version: Literal[1]
 
 
 class Data3(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     limit: Literal[
-        'max_cost_nanos',
-        'max_input_tokens',
-        'max_output_tokens',
-        'max_model_requests',
-        'max_turns',
-        'max_wall_ms',
+        "max_cost_nanos",
+        "max_input_tokens",
+        "max_output_tokens",
+        "max_model_requests",
+        "max_turns",
+        "max_wall_ms",
     ]
     limit_value: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1926,26 +1902,24 @@ class Data3(BaseModel):
     observed: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
     ]
     observed_is_upper_bound: Annotated[
         bool,
-        Field(
-            description='true when unknown usage was counted at its conservative upper bound.'
-        ),
+        Field(description="true when unknown usage was counted at its conservative upper bound."),
     ]
     owner_thread_id: Annotated[
         str | None,
         Field(
-            description='Required exactly when scope is ancestor: the ancestor thread whose budget refused the reservation.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Required exactly when scope is ancestor: the ancestor thread whose budget refused the reservation.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
     scope: Annotated[
-        Literal['run', 'thread', 'ancestor'],
+        Literal["run", "thread", "ancestor"],
         Field(
             description="Which budget refused the reservation. run and thread: this thread's own budget (the owner is the envelope thread_id, so owner_thread_id is absent). ancestor: a budget of an ancestor thread in the agent tree, named by owner_thread_id."
         ),
@@ -1955,26 +1929,26 @@ class Data3(BaseModel):
 class EventsEvBudgetExceeded(BaseModel):
     critical: Literal[True]
     data: Data3
-    type: Literal['budget_exceeded']
+    type: Literal["budget_exceeded"]
     type_version: Literal[1]
 
 
 class EventsEvBudgetExceededData(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     limit: Literal[
-        'max_cost_nanos',
-        'max_input_tokens',
-        'max_output_tokens',
-        'max_model_requests',
-        'max_turns',
-        'max_wall_ms',
+        "max_cost_nanos",
+        "max_input_tokens",
+        "max_output_tokens",
+        "max_model_requests",
+        "max_turns",
+        "max_wall_ms",
     ]
     limit_value: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -1982,26 +1956,24 @@ class EventsEvBudgetExceededData(BaseModel):
     observed: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
     ]
     observed_is_upper_bound: Annotated[
         bool,
-        Field(
-            description='true when unknown usage was counted at its conservative upper bound.'
-        ),
+        Field(description="true when unknown usage was counted at its conservative upper bound."),
     ]
     owner_thread_id: Annotated[
         str | None,
         Field(
-            description='Required exactly when scope is ancestor: the ancestor thread whose budget refused the reservation.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Required exactly when scope is ancestor: the ancestor thread whose budget refused the reservation.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
     scope: Annotated[
-        Literal['run', 'thread', 'ancestor'],
+        Literal["run", "thread", "ancestor"],
         Field(
             description="Which budget refused the reservation. run and thread: this thread's own budget (the owner is the envelope thread_id, so owner_thread_id is absent). ancestor: a budget of an ancestor thread in the agent tree, named by owner_thread_id."
         ),
@@ -2012,19 +1984,19 @@ class EventsEvCancelRequested(BaseModel):
     actor: EventsActorWithPrincipal
     critical: Literal[True]
     data: Data4
-    type: Literal['cancel_requested']
+    type: Literal["cancel_requested"]
     type_version: Literal[1]
 
 
 class Data5(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     request_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
@@ -2032,15 +2004,15 @@ class Data5(BaseModel):
 class EventsEvCancelled(BaseModel):
     critical: Literal[True]
     data: Data5
-    type: Literal['cancelled']
+    type: Literal["cancelled"]
     type_version: Literal[1]
 
 
 class Data6(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    channel: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    channel: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     conversation: Annotated[str, Field(min_length=1)]
     delivery_id: Annotated[str, Field(min_length=1)]
     installation: Annotated[str, Field(min_length=1)]
@@ -2053,25 +2025,25 @@ class EventsEvChannelDelivery(BaseModel):
     actor: EventsActorWithPrincipal
     critical: Literal[True]
     data: Data6
-    type: Literal['channel_delivery']
+    type: Literal["channel_delivery"]
     type_version: Literal[1]
 
 
 class Data7(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     from_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     from_seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -2080,77 +2052,75 @@ class Data7(BaseModel):
     summary_request_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
     to_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     to_seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
     ]
-    trigger: Literal['threshold', 'reactive', 'manual'] | None = None
+    trigger: Literal["threshold", "reactive", "manual"] | None = None
 
 
 class EventsEvCompacted(BaseModel):
     critical: Literal[True]
     data: Data7
-    type: Literal['compacted']
+    type: Literal["compacted"]
     type_version: Literal[1]
 
 
 class Data8(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     reason: Literal[
-        'hook_denied',
-        'model_error',
-        'prompt_too_long',
-        'empty_summary',
-        'artifact_error',
-        'still_over_threshold',
+        "hook_denied",
+        "model_error",
+        "prompt_too_long",
+        "empty_summary",
+        "artifact_error",
+        "still_over_threshold",
     ]
     request_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
-    stage: Literal['hook', 'summary', 'restore']
+    stage: Literal["hook", "summary", "restore"]
 
 
 class EventsEvCompactionFailed(BaseModel):
     critical: Literal[True]
     data: Data8
-    type: Literal['compaction_failed']
+    type: Literal["compaction_failed"]
     type_version: Literal[1]
 
 
 class Data9(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     edits: Annotated[list[Edit], Field(min_length=1)]
-    reason: Literal[
-        'threshold', 'idle', 'provider', 'guardrail', 'manual', 'compaction_fallback'
-    ]
+    reason: Literal["threshold", "idle", "provider", "guardrail", "manual", "compaction_fallback"]
     request_event_id: Annotated[
         str | None,
         Field(
             description="reason provider only: the attempt whose effective context the provider edited, as the adapter reported it. That attempt's effective context is non-exact for replay.",
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
 
@@ -2158,19 +2128,19 @@ class Data9(BaseModel):
 class EventsEvContextEdited(BaseModel):
     critical: Literal[True]
     data: Data9
-    type: Literal['context_edited']
+    type: Literal["context_edited"]
     type_version: Literal[1]
 
 
 class Data12(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     provider_receipt: str | None = None
@@ -2180,29 +2150,29 @@ class Data12(BaseModel):
 class EventsEvEffectCommit(BaseModel):
     critical: Literal[True]
     data: Data12
-    type: Literal['effect_commit']
+    type: Literal["effect_commit"]
     type_version: Literal[1]
 
 
 class Data13(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    by: Literal['provider_dedup', 'reconcile', 'adapter', 'sandbox_terminated', 'human']
+    by: Literal["provider_dedup", "reconcile", "adapter", "sandbox_terminated", "human"]
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     outcome: Literal[
-        'confirmed_success',
-        'safe_to_retry',
-        'not_sent',
-        'interrupted',
-        'assume_done',
-        'assume_not_done',
+        "confirmed_success",
+        "safe_to_retry",
+        "not_sent",
+        "interrupted",
+        "assume_done",
+        "assume_not_done",
     ]
     result_ref: EventsArtifactRef | None = None
 
@@ -2210,23 +2180,23 @@ class Data13(BaseModel):
 class EventsEvEffectResolved(BaseModel):
     critical: Literal[True]
     data: Data13
-    type: Literal['effect_resolved']
+    type: Literal["effect_resolved"]
     type_version: Literal[1]
 
 
 class Data15(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     at_hash: Annotated[
         str,
         Field(
             description="sha256 of the parent's line at at_seq. Binds the child to the parent's chain.",
-            pattern='^[0-9a-f]{64}$',
+            pattern="^[0-9a-f]{64}$",
         ),
     ]
     knowledge_policy: Annotated[
-        Literal['pinned', 'current'] | None,
+        Literal["pinned", "current"] | None,
         Field(
             description="How the child searches knowledge. pinned (the API default): as of the fork snapshot's knowledge_revision. current: the live corpus. Recorded retrievals always replay as recorded."
         ),
@@ -2234,20 +2204,20 @@ class Data15(BaseModel):
     parent_branch_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     reason: Annotated[
-        Literal['snapshot', 'repair'],
+        Literal["snapshot", "repair"],
         Field(
-            description='snapshot: a user fork at an eligible snapshot event. repair: operator repair of a corrupt parent at its last valid line; no sandbox is restored and the child is inspection-only (never runnable).'
+            description="snapshot: a user fork at an eligible snapshot event. repair: operator repair of a corrupt parent at its last valid line; no sandbox is restored and the child is inspection-only (never runnable)."
         ),
     ]
     sandbox_id: Annotated[
         str | None,
         Field(
-            description='The isolated child sandbox restored from the snapshot, with its manifest verified.',
+            description="The isolated child sandbox restored from the snapshot, with its manifest verified.",
             min_length=1,
         ),
     ] = None
@@ -2256,29 +2226,29 @@ class Data15(BaseModel):
 class EventsEvFork(BaseModel):
     critical: Literal[True]
     data: Data15
-    type: Literal['fork']
+    type: Literal["fork"]
     type_version: Literal[1]
 
 
 class Data16(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
-    forwarded: Literal['none', 'summary', 'transcript']
+    forwarded: Literal["none", "summary", "transcript"]
     forwarded_ref: EventsArtifactRef | None = None
     to_agent: Annotated[str, Field(min_length=1)]
     to_thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
@@ -2286,70 +2256,70 @@ class Data16(BaseModel):
 class EventsEvHandoff(BaseModel):
     critical: Literal[True]
     data: Data16
-    type: Literal['handoff']
+    type: Literal["handoff"]
     type_version: Literal[1]
 
 
 class Data18(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str | None,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ] = None
     decision: Literal[
-        'proceed',
-        'deny',
-        'guide',
-        'retry',
-        'allow',
-        'ask',
-        'annotate',
-        'stop',
-        'continue',
-        'failed',
-        'redact',
+        "proceed",
+        "deny",
+        "guide",
+        "retry",
+        "allow",
+        "ask",
+        "annotate",
+        "stop",
+        "continue",
+        "failed",
+        "redact",
     ]
-    extension: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    extension: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     hook: Literal[
-        'before_model',
-        'after_model',
-        'before_tool',
-        'after_tool',
-        'on_stop',
-        'before_input',
-        'after_tool_batch',
-        'before_tool_result',
-        'permission_request',
-        'permission_denied',
-        'before_compact',
-        'after_compact',
-        'stop_failure',
-        'session_start',
-        'session_end',
-        'subagent_start',
-        'subagent_stop',
-        'before_model_switch',
-        'after_model_switch',
-        'notification',
+        "before_model",
+        "after_model",
+        "before_tool",
+        "after_tool",
+        "on_stop",
+        "before_input",
+        "after_tool_batch",
+        "before_tool_result",
+        "permission_request",
+        "permission_denied",
+        "before_compact",
+        "after_compact",
+        "stop_failure",
+        "session_start",
+        "session_end",
+        "subagent_start",
+        "subagent_stop",
+        "before_model_switch",
+        "after_model_switch",
+        "notification",
     ]
     input_event_id: Annotated[
         str | None,
         Field(
-            description='before_input: the user_input or steer decided on. A deny or failed decision means that input renders nothing. before_model_switch for a revert: the input that caused it.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="before_input: the user_input or steer decided on. A deny or failed decision means that input renders nothing. before_model_switch for a revert: the input that caused it.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
     reason: str | None = None
     request_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
 
@@ -2357,48 +2327,48 @@ class Data18(BaseModel):
 class EventsEvHookDecision(BaseModel):
     critical: Literal[True]
     data: Data18
-    type: Literal['hook_decision']
+    type: Literal["hook_decision"]
     type_version: Literal[1]
 
 
 class Data19(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     origin: Origin
     ref: EventsArtifactRef | None = None
     source: Literal[
-        'memory',
-        'knowledge',
-        'skill',
-        'hook',
-        'attachment',
-        'recovery',
-        'todo',
-        'mode',
-        'output_style',
-        'agent',
-        'handoff',
+        "memory",
+        "knowledge",
+        "skill",
+        "hook",
+        "attachment",
+        "recovery",
+        "todo",
+        "mode",
+        "output_style",
+        "agent",
+        "handoff",
     ]
     text: str | None = None
-    trust: Literal['untrusted_reference', 'trusted_instruction']
+    trust: Literal["untrusted_reference", "trusted_instruction"]
 
 
 class EventsEvInjected(BaseModel):
     critical: Literal[True]
     data: Data19
-    type: Literal['injected']
+    type: Literal["injected"]
     type_version: Literal[1]
 
 
 class Data20(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     at_offset: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -2407,7 +2377,7 @@ class Data20(BaseModel):
     truncated_bytes: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -2417,41 +2387,41 @@ class Data20(BaseModel):
 class EventsEvLogRepaired(BaseModel):
     critical: Literal[False]
     data: Data20
-    type: Literal['log_repaired']
+    type: Literal["log_repaired"]
     type_version: Literal[1]
 
 
 class Data21(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     cause_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
     from_: Annotated[
-        Literal['plan', 'dont_ask', 'default', 'accept_edits', 'bypass'],
-        Field(alias='from'),
+        Literal["plan", "dont_ask", "default", "accept_edits", "bypass"],
+        Field(alias="from"),
     ]
-    to: Literal['plan', 'dont_ask', 'default', 'accept_edits', 'bypass']
+    to: Literal["plan", "dont_ask", "default", "accept_edits", "bypass"]
 
 
 class EventsEvModeChanged(BaseModel):
     critical: Literal[True]
     data: Data21
-    type: Literal['mode_changed']
+    type: Literal["mode_changed"]
     type_version: Literal[1]
 
 
 class Data22(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     billing: Annotated[
-        Literal['not_billed', 'unknown'] | None,
+        Literal["not_billed", "unknown"] | None,
         Field(
             description="not_billed only when provider_outcome is not_sent or the adapter's declared billing contract (in line 0 adapter settings) states this rejection class is not billed; a status code alone is not proof. Absent means unknown: the attempt is charged at its bound."
         ),
@@ -2459,41 +2429,41 @@ class Data22(BaseModel):
     http_status: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
     ] = None
-    provider_outcome: Literal['not_sent', 'unknown', 'failed']
+    provider_outcome: Literal["not_sent", "unknown", "failed"]
     reason: Annotated[
         Literal[
-            'crash',
-            'timeout',
-            'provider_error',
-            'stream_broken',
-            'cancelled',
-            'steered',
-            'rate_limited',
-            'overloaded',
-            'server_error',
-            'prompt_too_long',
-            'guardrail',
+            "crash",
+            "timeout",
+            "provider_error",
+            "stream_broken",
+            "cancelled",
+            "steered",
+            "rate_limited",
+            "overloaded",
+            "server_error",
+            "prompt_too_long",
+            "guardrail",
         ],
         Field(
-            description='rate_limited (429), overloaded (529), server_error (5xx or connection reset) and prompt_too_long are provider rejections: provider_outcome failed. guardrail: a parallel input guardrail denied.'
+            description="rate_limited (429), overloaded (529), server_error (5xx or connection reset) and prompt_too_long are provider rejections: provider_outcome failed. guardrail: a parallel input guardrail denied."
         ),
     ]
     request_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     retry_after_ms: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -2503,18 +2473,18 @@ class Data22(BaseModel):
 class EventsEvModelAttemptAbandoned(BaseModel):
     critical: Literal[True]
     data: Data22
-    type: Literal['model_attempt_abandoned']
+    type: Literal["model_attempt_abandoned"]
     type_version: Literal[1]
 
 
 class Data23(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     attempt: Annotated[
         int,
         Field(
-            description='1 for a fresh request; n+1 when re-sending after model_attempt_abandoned.',
+            description="1 for a fresh request; n+1 when re-sending after model_attempt_abandoned.",
             ge=1,
             le=9007199254740991,
         ),
@@ -2529,9 +2499,9 @@ class Data23(BaseModel):
         ),
     ] = None
     purpose: Annotated[
-        Literal['turn', 'compaction'] | None,
+        Literal["turn", "compaction"] | None,
         Field(
-            description='turn (absent means turn) or compaction: the summarizer side request. A compaction request and its response render nothing into later requests.'
+            description="turn (absent means turn) or compaction: the summarizer side request. A compaction request and its response render nothing into later requests."
         ),
     ] = None
     request_ref: EventsArtifactRef
@@ -2540,33 +2510,31 @@ class Data23(BaseModel):
 class EventsEvModelRequest(BaseModel):
     critical: Literal[True]
     data: Data23
-    type: Literal['model_request']
+    type: Literal["model_request"]
     type_version: Literal[1]
 
 
 class Data26(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     errors: list[Error] | None = None
-    outcome: Literal['accepted', 'rejected']
-    schema_sha256: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    outcome: Literal["accepted", "rejected"]
+    schema_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     source_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    value: Annotated[
-        Any | None, Field(description='Any JSON value (as in schema_gen).')
-    ] = None
+    value: Annotated[Any | None, Field(description="Any JSON value (as in schema_gen).")] = None
 
 
 class EventsEvOutputValidated(BaseModel):
     critical: Literal[True]
     data: Data26
-    type: Literal['output_validated']
+    type: Literal["output_validated"]
     type_version: Literal[1]
 
 
@@ -2574,20 +2542,20 @@ class EventsEvPermissionRuleAdded(BaseModel):
     actor: EventsActorWithPrincipal
     critical: Literal[True]
     data: Data30
-    type: Literal['permission_rule_added']
+    type: Literal["permission_rule_added"]
     type_version: Literal[1]
 
 
 class Data31(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     address: EventsParkAddress
     cause_event_id: Annotated[
         str,
         Field(
-            description='The event that satisfied the address (approval, effect_resolved, user_input).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The event that satisfied the address (approval, effect_resolved, user_input).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
@@ -2595,19 +2563,19 @@ class Data31(BaseModel):
 class EventsEvResumed(BaseModel):
     critical: Literal[True]
     data: Data31
-    type: Literal['resumed']
+    type: Literal["resumed"]
     type_version: Literal[1]
 
 
 class Data32(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    basis: Literal['retry_after', 'backoff']
+    basis: Literal["retry_after", "backoff"]
     delay_ms: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -2615,7 +2583,7 @@ class Data32(BaseModel):
     not_before: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
@@ -2623,8 +2591,8 @@ class Data32(BaseModel):
     request_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
@@ -2632,88 +2600,86 @@ class Data32(BaseModel):
 class EventsEvRetryScheduled(BaseModel):
     critical: Literal[True]
     data: Data32
-    type: Literal['retry_scheduled']
+    type: Literal["retry_scheduled"]
     type_version: Literal[1]
 
 
 class Actor(EventsActor):
-    kind: Literal['host', 'user', 'recovery']
+    kind: Literal["host", "user", "recovery"]
 
 
 class EventsEvStopWhenIdle(BaseModel):
     actor: EventsActorWithPrincipal
     critical: Literal[True]
     data: Data38
-    type: Literal['stop_when_idle']
+    type: Literal["stop_when_idle"]
     type_version: Literal[1]
 
 
 class Data39(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    from_: Annotated[str, Field(alias='from', min_length=1)]
+    from_: Annotated[str, Field(alias="from", min_length=1)]
     message_id: Annotated[str, Field(min_length=1)]
     ref: EventsArtifactRef | None = None
     text: str | None = None
-    to: Annotated[
-        str, Field(description='A member id, or * for every member.', min_length=1)
-    ]
+    to: Annotated[str, Field(description="A member id, or * for every member.", min_length=1)]
 
 
 class EventsEvTeamMessage(BaseModel):
     critical: Literal[True]
     data: Data39
-    type: Literal['team_message']
+    type: Literal["team_message"]
     type_version: Literal[1]
 
 
 class Parent(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     branch_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    relation: Literal['subagent', 'handoff']
+    relation: Literal["subagent", "handoff"]
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
 
 class Data45(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     input: dict[str, Any]
-    name: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     request_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
@@ -2721,13 +2687,13 @@ class Data45(BaseModel):
 class EventsEvToolCall(BaseModel):
     critical: Literal[True]
     data: Data45
-    type: Literal['tool_call']
+    type: Literal["tool_call"]
     type_version: Literal[1]
 
 
 class Data48(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     cause: Annotated[
         Cause | None,
@@ -2736,19 +2702,19 @@ class Data48(BaseModel):
         ),
     ] = None
     tools: list[EventsToolSpec]
-    tools_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    tools_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
 
 
 class EventsEvToolsChanged(BaseModel):
     critical: Literal[True]
     data: Data48
-    type: Literal['tools_changed']
+    type: Literal["tools_changed"]
     type_version: Literal[1]
 
 
 class Data52(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     cause: Annotated[
         Cause | None,
@@ -2757,25 +2723,25 @@ class Data52(BaseModel):
         ),
     ] = None
     tools: list[EventsToolSpec]
-    tools_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    tools_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
 
 
 class EvToolsChanged(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -2783,15 +2749,15 @@ class EvToolsChanged(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -2799,19 +2765,19 @@ class EvToolsChanged(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['tools_changed']
+    type: Literal["tools_changed"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data52
@@ -2819,43 +2785,43 @@ class EvToolsChanged(BaseModel):
 
 class Data55(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     origin: Origin
     ref: EventsArtifactRef | None = None
     source: Literal[
-        'memory',
-        'knowledge',
-        'skill',
-        'hook',
-        'attachment',
-        'recovery',
-        'todo',
-        'mode',
-        'output_style',
-        'agent',
-        'handoff',
+        "memory",
+        "knowledge",
+        "skill",
+        "hook",
+        "attachment",
+        "recovery",
+        "todo",
+        "mode",
+        "output_style",
+        "agent",
+        "handoff",
     ]
     text: str | None = None
-    trust: Literal['untrusted_reference', 'trusted_instruction']
+    trust: Literal["untrusted_reference", "trusted_instruction"]
 
 
 class EvInjected(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -2863,15 +2829,15 @@ class EvInjected(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -2879,19 +2845,19 @@ class EvInjected(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['injected']
+    type: Literal["injected"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data55
@@ -2899,20 +2865,20 @@ class EvInjected(BaseModel):
 
 class EvHeartbeat(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -2920,15 +2886,15 @@ class EvHeartbeat(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -2936,19 +2902,19 @@ class EvHeartbeat(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['heartbeat']
+    type: Literal["heartbeat"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data56
@@ -2956,12 +2922,12 @@ class EvHeartbeat(BaseModel):
 
 class Data57(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     attempt: Annotated[
         int,
         Field(
-            description='1 for a fresh request; n+1 when re-sending after model_attempt_abandoned.',
+            description="1 for a fresh request; n+1 when re-sending after model_attempt_abandoned.",
             ge=1,
             le=9007199254740991,
         ),
@@ -2976,9 +2942,9 @@ class Data57(BaseModel):
         ),
     ] = None
     purpose: Annotated[
-        Literal['turn', 'compaction'] | None,
+        Literal["turn", "compaction"] | None,
         Field(
-            description='turn (absent means turn) or compaction: the summarizer side request. A compaction request and its response render nothing into later requests.'
+            description="turn (absent means turn) or compaction: the summarizer side request. A compaction request and its response render nothing into later requests."
         ),
     ] = None
     request_ref: EventsArtifactRef
@@ -2986,20 +2952,20 @@ class Data57(BaseModel):
 
 class EvModelRequest(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3007,15 +2973,15 @@ class EvModelRequest(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3023,19 +2989,19 @@ class EvModelRequest(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['model_request']
+    type: Literal["model_request"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data57
@@ -3043,10 +3009,10 @@ class EvModelRequest(BaseModel):
 
 class Data60(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     billing: Annotated[
-        Literal['not_billed', 'unknown'] | None,
+        Literal["not_billed", "unknown"] | None,
         Field(
             description="not_billed only when provider_outcome is not_sent or the adapter's declared billing contract (in line 0 adapter settings) states this rejection class is not billed; a status code alone is not proof. Absent means unknown: the attempt is charged at its bound."
         ),
@@ -3054,41 +3020,41 @@ class Data60(BaseModel):
     http_status: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
     ] = None
-    provider_outcome: Literal['not_sent', 'unknown', 'failed']
+    provider_outcome: Literal["not_sent", "unknown", "failed"]
     reason: Annotated[
         Literal[
-            'crash',
-            'timeout',
-            'provider_error',
-            'stream_broken',
-            'cancelled',
-            'steered',
-            'rate_limited',
-            'overloaded',
-            'server_error',
-            'prompt_too_long',
-            'guardrail',
+            "crash",
+            "timeout",
+            "provider_error",
+            "stream_broken",
+            "cancelled",
+            "steered",
+            "rate_limited",
+            "overloaded",
+            "server_error",
+            "prompt_too_long",
+            "guardrail",
         ],
         Field(
-            description='rate_limited (429), overloaded (529), server_error (5xx or connection reset) and prompt_too_long are provider rejections: provider_outcome failed. guardrail: a parallel input guardrail denied.'
+            description="rate_limited (429), overloaded (529), server_error (5xx or connection reset) and prompt_too_long are provider rejections: provider_outcome failed. guardrail: a parallel input guardrail denied."
         ),
     ]
     request_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     retry_after_ms: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -3097,20 +3063,20 @@ class Data60(BaseModel):
 
 class EvModelAttemptAbandoned(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3118,15 +3084,15 @@ class EvModelAttemptAbandoned(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3134,19 +3100,19 @@ class EvModelAttemptAbandoned(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['model_attempt_abandoned']
+    type: Literal["model_attempt_abandoned"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data60
@@ -3154,42 +3120,42 @@ class EvModelAttemptAbandoned(BaseModel):
 
 class Data61(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     input: dict[str, Any]
-    name: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     request_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
 
 class EvToolCall(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3197,15 +3163,15 @@ class EvToolCall(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3213,19 +3179,19 @@ class EvToolCall(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['tool_call']
+    type: Literal["tool_call"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data61
@@ -3233,20 +3199,20 @@ class EvToolCall(BaseModel):
 
 class EvPermissionDecision(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3254,15 +3220,15 @@ class EvPermissionDecision(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3270,19 +3236,19 @@ class EvPermissionDecision(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['permission_decision']
+    type: Literal["permission_decision"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data62
@@ -3290,84 +3256,84 @@ class EvPermissionDecision(BaseModel):
 
 class Data63(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str | None,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ] = None
     decision: Literal[
-        'proceed',
-        'deny',
-        'guide',
-        'retry',
-        'allow',
-        'ask',
-        'annotate',
-        'stop',
-        'continue',
-        'failed',
-        'redact',
+        "proceed",
+        "deny",
+        "guide",
+        "retry",
+        "allow",
+        "ask",
+        "annotate",
+        "stop",
+        "continue",
+        "failed",
+        "redact",
     ]
-    extension: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    extension: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     hook: Literal[
-        'before_model',
-        'after_model',
-        'before_tool',
-        'after_tool',
-        'on_stop',
-        'before_input',
-        'after_tool_batch',
-        'before_tool_result',
-        'permission_request',
-        'permission_denied',
-        'before_compact',
-        'after_compact',
-        'stop_failure',
-        'session_start',
-        'session_end',
-        'subagent_start',
-        'subagent_stop',
-        'before_model_switch',
-        'after_model_switch',
-        'notification',
+        "before_model",
+        "after_model",
+        "before_tool",
+        "after_tool",
+        "on_stop",
+        "before_input",
+        "after_tool_batch",
+        "before_tool_result",
+        "permission_request",
+        "permission_denied",
+        "before_compact",
+        "after_compact",
+        "stop_failure",
+        "session_start",
+        "session_end",
+        "subagent_start",
+        "subagent_stop",
+        "before_model_switch",
+        "after_model_switch",
+        "notification",
     ]
     input_event_id: Annotated[
         str | None,
         Field(
-            description='before_input: the user_input or steer decided on. A deny or failed decision means that input renders nothing. before_model_switch for a revert: the input that caused it.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="before_input: the user_input or steer decided on. A deny or failed decision means that input renders nothing. before_model_switch for a revert: the input that caused it.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
     reason: str | None = None
     request_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
 
 
 class EvHookDecision(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3375,15 +3341,15 @@ class EvHookDecision(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3391,19 +3357,19 @@ class EvHookDecision(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['hook_decision']
+    type: Literal["hook_decision"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data63
@@ -3411,20 +3377,20 @@ class EvHookDecision(BaseModel):
 
 class EvApprovalRequested(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3432,15 +3398,15 @@ class EvApprovalRequested(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3448,19 +3414,19 @@ class EvApprovalRequested(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['approval_requested']
+    type: Literal["approval_requested"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data64
@@ -3468,20 +3434,20 @@ class EvApprovalRequested(BaseModel):
 
 class EvApprovalGranted(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3489,15 +3455,15 @@ class EvApprovalGranted(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3505,19 +3471,19 @@ class EvApprovalGranted(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['approval_granted']
+    type: Literal["approval_granted"]
     type_version: Literal[1]
     critical: Literal[True]
     data: EventsApprovalBinding
@@ -3525,20 +3491,20 @@ class EvApprovalGranted(BaseModel):
 
 class EvApprovalDenied(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3546,15 +3512,15 @@ class EvApprovalDenied(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3562,19 +3528,19 @@ class EvApprovalDenied(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['approval_denied']
+    type: Literal["approval_denied"]
     type_version: Literal[1]
     critical: Literal[True]
     data: EventsApprovalBinding
@@ -3582,20 +3548,20 @@ class EvApprovalDenied(BaseModel):
 
 class EvEffectBegin(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3603,15 +3569,15 @@ class EvEffectBegin(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3619,19 +3585,19 @@ class EvEffectBegin(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['effect_begin']
+    type: Literal["effect_begin"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data65
@@ -3639,13 +3605,13 @@ class EvEffectBegin(BaseModel):
 
 class Data66(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     provider_receipt: str | None = None
@@ -3654,20 +3620,20 @@ class Data66(BaseModel):
 
 class EvEffectCommit(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3675,15 +3641,15 @@ class EvEffectCommit(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3691,19 +3657,19 @@ class EvEffectCommit(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['effect_commit']
+    type: Literal["effect_commit"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data66
@@ -3711,20 +3677,20 @@ class EvEffectCommit(BaseModel):
 
 class EvEffectUnknown(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3732,15 +3698,15 @@ class EvEffectUnknown(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3748,19 +3714,19 @@ class EvEffectUnknown(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['effect_unknown']
+    type: Literal["effect_unknown"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data67
@@ -3768,43 +3734,43 @@ class EvEffectUnknown(BaseModel):
 
 class Data68(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    by: Literal['provider_dedup', 'reconcile', 'adapter', 'sandbox_terminated', 'human']
+    by: Literal["provider_dedup", "reconcile", "adapter", "sandbox_terminated", "human"]
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     outcome: Literal[
-        'confirmed_success',
-        'safe_to_retry',
-        'not_sent',
-        'interrupted',
-        'assume_done',
-        'assume_not_done',
+        "confirmed_success",
+        "safe_to_retry",
+        "not_sent",
+        "interrupted",
+        "assume_done",
+        "assume_not_done",
     ]
     result_ref: EventsArtifactRef | None = None
 
 
 class EvEffectResolved(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3812,15 +3778,15 @@ class EvEffectResolved(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3828,19 +3794,19 @@ class EvEffectResolved(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['effect_resolved']
+    type: Literal["effect_resolved"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data68
@@ -3848,20 +3814,20 @@ class EvEffectResolved(BaseModel):
 
 class EvSnapshot(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3869,15 +3835,15 @@ class EvSnapshot(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3885,19 +3851,19 @@ class EvSnapshot(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['snapshot']
+    type: Literal["snapshot"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data71
@@ -3905,17 +3871,17 @@ class EvSnapshot(BaseModel):
 
 class Data72(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     at_hash: Annotated[
         str,
         Field(
             description="sha256 of the parent's line at at_seq. Binds the child to the parent's chain.",
-            pattern='^[0-9a-f]{64}$',
+            pattern="^[0-9a-f]{64}$",
         ),
     ]
     knowledge_policy: Annotated[
-        Literal['pinned', 'current'] | None,
+        Literal["pinned", "current"] | None,
         Field(
             description="How the child searches knowledge. pinned (the API default): as of the fork snapshot's knowledge_revision. current: the live corpus. Recorded retrievals always replay as recorded."
         ),
@@ -3923,20 +3889,20 @@ class Data72(BaseModel):
     parent_branch_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     reason: Annotated[
-        Literal['snapshot', 'repair'],
+        Literal["snapshot", "repair"],
         Field(
-            description='snapshot: a user fork at an eligible snapshot event. repair: operator repair of a corrupt parent at its last valid line; no sandbox is restored and the child is inspection-only (never runnable).'
+            description="snapshot: a user fork at an eligible snapshot event. repair: operator repair of a corrupt parent at its last valid line; no sandbox is restored and the child is inspection-only (never runnable)."
         ),
     ]
     sandbox_id: Annotated[
         str | None,
         Field(
-            description='The isolated child sandbox restored from the snapshot, with its manifest verified.',
+            description="The isolated child sandbox restored from the snapshot, with its manifest verified.",
             min_length=1,
         ),
     ] = None
@@ -3944,20 +3910,20 @@ class Data72(BaseModel):
 
 class EvFork(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3965,15 +3931,15 @@ class EvFork(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -3981,19 +3947,19 @@ class EvFork(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['fork']
+    type: Literal["fork"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data72
@@ -4001,20 +3967,20 @@ class EvFork(BaseModel):
 
 class EvParked(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4022,15 +3988,15 @@ class EvParked(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4038,19 +4004,19 @@ class EvParked(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['parked']
+    type: Literal["parked"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data73
@@ -4058,20 +4024,20 @@ class EvParked(BaseModel):
 
 class EvParkEscalated(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4079,15 +4045,15 @@ class EvParkEscalated(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4095,19 +4061,19 @@ class EvParkEscalated(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['park_escalated']
+    type: Literal["park_escalated"]
     type_version: Literal[1]
     critical: Literal[False]
     data: Data74
@@ -4115,34 +4081,34 @@ class EvParkEscalated(BaseModel):
 
 class Data75(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     address: EventsParkAddress
     cause_event_id: Annotated[
         str,
         Field(
-            description='The event that satisfied the address (approval, effect_resolved, user_input).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The event that satisfied the address (approval, effect_resolved, user_input).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
 
 class EvResumed(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4150,15 +4116,15 @@ class EvResumed(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4166,19 +4132,19 @@ class EvResumed(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['resumed']
+    type: Literal["resumed"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data75
@@ -4186,19 +4152,19 @@ class EvResumed(BaseModel):
 
 class Data76(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     from_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     from_seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4207,44 +4173,44 @@ class Data76(BaseModel):
     summary_request_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
     to_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     to_seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
     ]
-    trigger: Literal['threshold', 'reactive', 'manual'] | None = None
+    trigger: Literal["threshold", "reactive", "manual"] | None = None
 
 
 class EvCompacted(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4252,15 +4218,15 @@ class EvCompacted(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4268,19 +4234,19 @@ class EvCompacted(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['compacted']
+    type: Literal["compacted"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data76
@@ -4288,20 +4254,20 @@ class EvCompacted(BaseModel):
 
 class EvCancelRequested(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4309,15 +4275,15 @@ class EvCancelRequested(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4325,19 +4291,19 @@ class EvCancelRequested(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['cancel_requested']
+    type: Literal["cancel_requested"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data77
@@ -4345,33 +4311,33 @@ class EvCancelRequested(BaseModel):
 
 class Data78(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     request_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
 
 class EvCancelled(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4379,15 +4345,15 @@ class EvCancelled(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4395,19 +4361,19 @@ class EvCancelled(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['cancelled']
+    type: Literal["cancelled"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data78
@@ -4415,20 +4381,20 @@ class EvCancelled(BaseModel):
 
 class EvStopWhenIdle(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4436,15 +4402,15 @@ class EvStopWhenIdle(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4452,19 +4418,19 @@ class EvStopWhenIdle(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['stop_when_idle']
+    type: Literal["stop_when_idle"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data79
@@ -4472,20 +4438,20 @@ class EvStopWhenIdle(BaseModel):
 
 class EvTurnCompleted(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4493,15 +4459,15 @@ class EvTurnCompleted(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4509,19 +4475,19 @@ class EvTurnCompleted(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['turn_completed']
+    type: Literal["turn_completed"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data80
@@ -4529,20 +4495,20 @@ class EvTurnCompleted(BaseModel):
 
 class EvScheduleFired(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4550,15 +4516,15 @@ class EvScheduleFired(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4566,19 +4532,19 @@ class EvScheduleFired(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['schedule_fired']
+    type: Literal["schedule_fired"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data81
@@ -4586,20 +4552,20 @@ class EvScheduleFired(BaseModel):
 
 class EvScheduleSkipped(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4607,15 +4573,15 @@ class EvScheduleSkipped(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4623,19 +4589,19 @@ class EvScheduleSkipped(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['schedule_skipped']
+    type: Literal["schedule_skipped"]
     type_version: Literal[1]
     critical: Literal[False]
     data: Data82
@@ -4643,9 +4609,9 @@ class EvScheduleSkipped(BaseModel):
 
 class Data83(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    channel: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    channel: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     conversation: Annotated[str, Field(min_length=1)]
     delivery_id: Annotated[str, Field(min_length=1)]
     installation: Annotated[str, Field(min_length=1)]
@@ -4656,20 +4622,20 @@ class Data83(BaseModel):
 
 class EvChannelDelivery(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4677,15 +4643,15 @@ class EvChannelDelivery(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4693,19 +4659,19 @@ class EvChannelDelivery(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['channel_delivery']
+    type: Literal["channel_delivery"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data83
@@ -4713,12 +4679,12 @@ class EvChannelDelivery(BaseModel):
 
 class Data84(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     at_offset: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -4727,7 +4693,7 @@ class Data84(BaseModel):
     truncated_bytes: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4736,20 +4702,20 @@ class Data84(BaseModel):
 
 class EvLogRepaired(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4757,15 +4723,15 @@ class EvLogRepaired(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4773,19 +4739,19 @@ class EvLogRepaired(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['log_repaired']
+    type: Literal["log_repaired"]
     type_version: Literal[1]
     critical: Literal[False]
     data: Data84
@@ -4793,13 +4759,13 @@ class EvLogRepaired(BaseModel):
 
 class Data86(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    basis: Literal['retry_after', 'backoff']
+    basis: Literal["retry_after", "backoff"]
     delay_ms: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -4807,7 +4773,7 @@ class Data86(BaseModel):
     not_before: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
@@ -4815,28 +4781,28 @@ class Data86(BaseModel):
     request_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
 
 class EvRetryScheduled(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4844,15 +4810,15 @@ class EvRetryScheduled(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4860,19 +4826,19 @@ class EvRetryScheduled(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['retry_scheduled']
+    type: Literal["retry_scheduled"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data86
@@ -4880,20 +4846,20 @@ class EvRetryScheduled(BaseModel):
 
 class Data87(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     limit: Literal[
-        'max_cost_nanos',
-        'max_input_tokens',
-        'max_output_tokens',
-        'max_model_requests',
-        'max_turns',
-        'max_wall_ms',
+        "max_cost_nanos",
+        "max_input_tokens",
+        "max_output_tokens",
+        "max_model_requests",
+        "max_turns",
+        "max_wall_ms",
     ]
     limit_value: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
@@ -4901,26 +4867,24 @@ class Data87(BaseModel):
     observed: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=0,
             le=9007199254740991,
         ),
     ]
     observed_is_upper_bound: Annotated[
         bool,
-        Field(
-            description='true when unknown usage was counted at its conservative upper bound.'
-        ),
+        Field(description="true when unknown usage was counted at its conservative upper bound."),
     ]
     owner_thread_id: Annotated[
         str | None,
         Field(
-            description='Required exactly when scope is ancestor: the ancestor thread whose budget refused the reservation.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Required exactly when scope is ancestor: the ancestor thread whose budget refused the reservation.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
     scope: Annotated[
-        Literal['run', 'thread', 'ancestor'],
+        Literal["run", "thread", "ancestor"],
         Field(
             description="Which budget refused the reservation. run and thread: this thread's own budget (the owner is the envelope thread_id, so owner_thread_id is absent). ancestor: a budget of an ancestor thread in the agent tree, named by owner_thread_id."
         ),
@@ -4929,20 +4893,20 @@ class Data87(BaseModel):
 
 class EvBudgetExceeded(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4950,15 +4914,15 @@ class EvBudgetExceeded(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -4966,19 +4930,19 @@ class EvBudgetExceeded(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['budget_exceeded']
+    type: Literal["budget_exceeded"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data87
@@ -4986,39 +4950,37 @@ class EvBudgetExceeded(BaseModel):
 
 class Data88(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     errors: list[Error] | None = None
-    outcome: Literal['accepted', 'rejected']
-    schema_sha256: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    outcome: Literal["accepted", "rejected"]
+    schema_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     source_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    value: Annotated[
-        Any | None, Field(description='Any JSON value (as in schema_gen).')
-    ] = None
+    value: Annotated[Any | None, Field(description="Any JSON value (as in schema_gen).")] = None
 
 
 class EvOutputValidated(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5026,15 +4988,15 @@ class EvOutputValidated(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5042,19 +5004,19 @@ class EvOutputValidated(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['output_validated']
+    type: Literal["output_validated"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data88
@@ -5062,37 +5024,35 @@ class EvOutputValidated(BaseModel):
 
 class Data89(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     edits: Annotated[list[Edit], Field(min_length=1)]
-    reason: Literal[
-        'threshold', 'idle', 'provider', 'guardrail', 'manual', 'compaction_fallback'
-    ]
+    reason: Literal["threshold", "idle", "provider", "guardrail", "manual", "compaction_fallback"]
     request_event_id: Annotated[
         str | None,
         Field(
             description="reason provider only: the attempt whose effective context the provider edited, as the adapter reported it. That attempt's effective context is non-exact for replay.",
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
 
 
 class EvContextEdited(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5100,15 +5060,15 @@ class EvContextEdited(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5116,19 +5076,19 @@ class EvContextEdited(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['context_edited']
+    type: Literal["context_edited"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data89
@@ -5136,42 +5096,42 @@ class EvContextEdited(BaseModel):
 
 class Data90(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     reason: Literal[
-        'hook_denied',
-        'model_error',
-        'prompt_too_long',
-        'empty_summary',
-        'artifact_error',
-        'still_over_threshold',
+        "hook_denied",
+        "model_error",
+        "prompt_too_long",
+        "empty_summary",
+        "artifact_error",
+        "still_over_threshold",
     ]
     request_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
-    stage: Literal['hook', 'summary', 'restore']
+    stage: Literal["hook", "summary", "restore"]
 
 
 class EvCompactionFailed(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5179,15 +5139,15 @@ class EvCompactionFailed(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5195,19 +5155,19 @@ class EvCompactionFailed(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['compaction_failed']
+    type: Literal["compaction_failed"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data90
@@ -5215,38 +5175,38 @@ class EvCompactionFailed(BaseModel):
 
 class Data91(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     cause_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
     from_: Annotated[
-        Literal['plan', 'dont_ask', 'default', 'accept_edits', 'bypass'],
-        Field(alias='from'),
+        Literal["plan", "dont_ask", "default", "accept_edits", "bypass"],
+        Field(alias="from"),
     ]
-    to: Literal['plan', 'dont_ask', 'default', 'accept_edits', 'bypass']
+    to: Literal["plan", "dont_ask", "default", "accept_edits", "bypass"]
 
 
 class EvModeChanged(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5254,15 +5214,15 @@ class EvModeChanged(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5270,19 +5230,19 @@ class EvModeChanged(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['mode_changed']
+    type: Literal["mode_changed"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data91
@@ -5290,20 +5250,20 @@ class EvModeChanged(BaseModel):
 
 class EvPermissionRuleAdded(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5311,15 +5271,15 @@ class EvPermissionRuleAdded(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5327,19 +5287,19 @@ class EvPermissionRuleAdded(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['permission_rule_added']
+    type: Literal["permission_rule_added"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data92
@@ -5347,44 +5307,44 @@ class EvPermissionRuleAdded(BaseModel):
 
 class Data93(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     agent_name: Annotated[str, Field(min_length=1)]
     budget: EventsBudget | None = None
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     child_thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    isolation: Literal['none', 'shared_sandbox', 'worktree', 'forked_sandbox']
-    mode: Literal['foreground', 'background']
+    isolation: Literal["none", "shared_sandbox", "worktree", "forked_sandbox"]
+    mode: Literal["foreground", "background"]
 
 
 class EvAgentSpawned(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5392,15 +5352,15 @@ class EvAgentSpawned(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5408,19 +5368,19 @@ class EvAgentSpawned(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['agent_spawned']
+    type: Literal["agent_spawned"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data93
@@ -5428,17 +5388,17 @@ class EvAgentSpawned(BaseModel):
 
 class Data94(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     child_thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     output_ref: EventsArtifactRef | None = None
-    status: Literal['completed', 'failed', 'cancelled', 'budget_exhausted']
+    status: Literal["completed", "failed", "cancelled", "budget_exhausted"]
     usage: Annotated[
         EventsUsage,
         Field(description="The child's aggregate usage; null fields are unknown."),
@@ -5447,20 +5407,20 @@ class Data94(BaseModel):
 
 class EvAgentFinished(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5468,15 +5428,15 @@ class EvAgentFinished(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5484,19 +5444,19 @@ class EvAgentFinished(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['agent_finished']
+    type: Literal["agent_finished"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data94
@@ -5504,43 +5464,43 @@ class EvAgentFinished(BaseModel):
 
 class Data95(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
-    forwarded: Literal['none', 'summary', 'transcript']
+    forwarded: Literal["none", "summary", "transcript"]
     forwarded_ref: EventsArtifactRef | None = None
     to_agent: Annotated[str, Field(min_length=1)]
     to_thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
 
 
 class EvHandoff(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5548,15 +5508,15 @@ class EvHandoff(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5564,19 +5524,19 @@ class EvHandoff(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['handoff']
+    type: Literal["handoff"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data95
@@ -5584,20 +5544,20 @@ class EvHandoff(BaseModel):
 
 class EvTodosUpdated(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5605,15 +5565,15 @@ class EvTodosUpdated(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5621,19 +5581,19 @@ class EvTodosUpdated(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['todos_updated']
+    type: Literal["todos_updated"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data96
@@ -5641,20 +5601,20 @@ class EvTodosUpdated(BaseModel):
 
 class EvTeamTaskCreated(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5662,15 +5622,15 @@ class EvTeamTaskCreated(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5678,19 +5638,19 @@ class EvTeamTaskCreated(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['team_task_created']
+    type: Literal["team_task_created"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data97
@@ -5698,20 +5658,20 @@ class EvTeamTaskCreated(BaseModel):
 
 class EvTeamTaskClaimed(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5719,15 +5679,15 @@ class EvTeamTaskClaimed(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5735,19 +5695,19 @@ class EvTeamTaskClaimed(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['team_task_claimed']
+    type: Literal["team_task_claimed"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data98
@@ -5755,20 +5715,20 @@ class EvTeamTaskClaimed(BaseModel):
 
 class EvTeamTaskUpdated(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5776,15 +5736,15 @@ class EvTeamTaskUpdated(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5792,19 +5752,19 @@ class EvTeamTaskUpdated(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['team_task_updated']
+    type: Literal["team_task_updated"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data99
@@ -5812,33 +5772,31 @@ class EvTeamTaskUpdated(BaseModel):
 
 class Data100(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    from_: Annotated[str, Field(alias='from', min_length=1)]
+    from_: Annotated[str, Field(alias="from", min_length=1)]
     message_id: Annotated[str, Field(min_length=1)]
     ref: EventsArtifactRef | None = None
     text: str | None = None
-    to: Annotated[
-        str, Field(description='A member id, or * for every member.', min_length=1)
-    ]
+    to: Annotated[str, Field(description="A member id, or * for every member.", min_length=1)]
 
 
 class EvTeamMessage(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5846,15 +5804,15 @@ class EvTeamMessage(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5862,19 +5820,19 @@ class EvTeamMessage(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['team_message']
+    type: Literal["team_message"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data100
@@ -5882,20 +5840,20 @@ class EvTeamMessage(BaseModel):
 
 class EvContextPreflightBlocked(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5903,15 +5861,15 @@ class EvContextPreflightBlocked(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5919,19 +5877,19 @@ class EvContextPreflightBlocked(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['context_preflight_blocked']
+    type: Literal["context_preflight_blocked"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data101
@@ -5939,20 +5897,20 @@ class EvContextPreflightBlocked(BaseModel):
 
 class Data102(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
     delivery_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
     reason: Annotated[str, Field(min_length=1)]
@@ -5960,20 +5918,20 @@ class Data102(BaseModel):
 
 class EvAnswerRejected(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5981,15 +5939,15 @@ class EvAnswerRejected(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -5997,19 +5955,19 @@ class EvAnswerRejected(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['answer_rejected']
+    type: Literal["answer_rejected"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data102
@@ -6017,21 +5975,21 @@ class EvAnswerRejected(BaseModel):
 
 class EventsAdapterRef(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    name: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     settings: dict[str, Any]
     version: Annotated[str, Field(min_length=1)]
 
 
 class EventsAudioPart(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     duration_ms: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -6040,52 +5998,52 @@ class EventsAudioPart(BaseModel):
     transcript: Annotated[
         str | None,
         Field(
-            description='Host-produced transcript, shown only to adapters without audio input when the agent opts in.'
+            description="Host-produced transcript, shown only to adapters without audio input when the agent opts in."
         ),
     ] = None
-    type: Literal['audio_ref']
+    type: Literal["audio_ref"]
 
 
 class EventsDocumentPart(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     pages: Annotated[
         int | None,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
     ] = None
     ref: EventsDocumentRef
     title: str | None = None
-    type: Literal['document_ref']
+    type: Literal["document_ref"]
 
 
 class EventsEnvelope(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     critical: Annotated[
         bool,
         Field(
-            description='true: a reader that does not know (type, type_version) must refuse the log. false: it may skip the event.'
+            description="true: a reader that does not know (type, type_version) must refuse the log. false: it may skip the event."
         ),
     ]
     data: dict[str, Any]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -6093,15 +6051,15 @@ class EventsEnvelope(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -6109,23 +6067,23 @@ class EventsEnvelope(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Annotated[str, Field(pattern='^[a-z][a-z0-9_]{0,63}$')]
+    type: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
     type_version: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -6318,23 +6276,23 @@ class EventsEvent54(EventsEvContextPreflightBlocked, EventsEvent1):
 
 class EventsImagePart(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     alt: str | None = None
     height: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
     ]
     ref: EventsImageRef
-    type: Literal['image_ref']
+    type: Literal["image_ref"]
     width: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -6343,49 +6301,45 @@ class EventsImagePart(BaseModel):
 
 class EventsModelSettings(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     adapter: EventsAdapterRef
     model: EventsModelRef
     model_params: dict[str, Any]
     reasoning_carryover: Annotated[
-        Literal['keep', 'omit_prior'],
+        Literal["keep", "omit_prior"],
         Field(
-            description='keep: earlier reasoning and hosted_tool parts render as recorded. omit_prior: parts recorded before this epoch are omitted from later renders (a recorded decision, not a silent drop).'
+            description="keep: earlier reasoning and hosted_tool parts render as recorded. omit_prior: parts recorded before this epoch are omitted from later renders (a recorded decision, not a silent drop)."
         ),
     ]
 
 
 class EventsPolicy(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     budget: Annotated[
         EventsBudget | None,
-        Field(
-            description='Thread-level budget. A run budget rides on the user_input that starts the run.'
-        ),
+        Field(description="Thread-level budget. A run budget rides on the user_input that starts the run."),
     ] = None
     context: Context | None = None
-    currency: Annotated[str | None, Field(pattern='^[A-Z]{3}$')] = None
+    currency: Annotated[str | None, Field(pattern="^[A-Z]{3}$")] = None
     fallback: list[EventsModelSettings] | None = None
     handoffs: Annotated[
         list[EventsNonEmpty] | None,
-        Field(description='Agent names this agent may hand the conversation to.'),
+        Field(description="Agent names this agent may hand the conversation to."),
     ] = None
     models: Annotated[
         list[Model] | None,
         Field(
-            description='Every model this thread may use (primary and fallbacks), with its window, output cap and price. settings_changed may only name a listed model.',
+            description="Every model this thread may use (primary and fallbacks), with its window, output cap and price. settings_changed may only name a listed model.",
             min_length=1,
         ),
     ] = None
-    on_unknown_usage: Literal['upper_bound', 'stop'] | None = None
+    on_unknown_usage: Literal["upper_bound", "stop"] | None = None
     output: Annotated[
         Output | None,
-        Field(
-            description='Structured final output. schema_sha256 is the RFC 8785 hash of schema.'
-        ),
+        Field(description="Structured final output. schema_sha256 is the RFC 8785 hash of schema."),
     ] = None
     permissions: Permissions | None = None
     retry: Retry | None = None
@@ -6393,9 +6347,9 @@ class EventsPolicy(BaseModel):
 
 class Data24(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    completeness: Literal['complete', 'partial']
+    completeness: Literal["complete", "partial"]
     content: list[
         EventsTextPart
         | EventsToolUsePart
@@ -6407,20 +6361,20 @@ class Data24(BaseModel):
     request_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     stop_reason: Annotated[
         Literal[
-            'end_turn',
-            'tool_use',
-            'max_tokens',
-            'stop_sequence',
-            'refusal',
-            'pause_turn',
-            'context_window_exceeded',
-            'other',
+            "end_turn",
+            "tool_use",
+            "max_tokens",
+            "stop_sequence",
+            "refusal",
+            "pause_turn",
+            "context_window_exceeded",
+            "other",
         ],
         Field(
             description="Only end_turn, stop_sequence and refusal complete a turn; tool_use dispatches; max_tokens continues; pause_turn re-requests with the paused content as-is, up to context.max_pause_continuations; context_window_exceeded ends the turn context_exhausted; other (a reason the adapter can't name) ends it error. Never success for the last two."
@@ -6432,15 +6386,15 @@ class Data24(BaseModel):
 class EventsEvModelResponse(BaseModel):
     critical: Literal[True]
     data: Data24
-    type: Literal['model_response']
+    type: Literal["model_response"]
     type_version: Literal[1]
 
 
 class Data25(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    completeness: Literal['complete', 'partial']
+    completeness: Literal["complete", "partial"]
     content: list[
         EventsTextPart
         | EventsToolUsePart
@@ -6453,20 +6407,20 @@ class Data25(BaseModel):
     request_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     stop_reason: Annotated[
         Literal[
-            'end_turn',
-            'tool_use',
-            'max_tokens',
-            'stop_sequence',
-            'refusal',
-            'pause_turn',
-            'context_window_exceeded',
-            'other',
+            "end_turn",
+            "tool_use",
+            "max_tokens",
+            "stop_sequence",
+            "refusal",
+            "pause_turn",
+            "context_window_exceeded",
+            "other",
         ],
         Field(
             description="Only end_turn, stop_sequence and refusal complete a turn; tool_use dispatches; max_tokens continues; pause_turn re-requests with the paused content as-is, up to context.max_pause_continuations; context_window_exceeded ends the turn context_exhausted; other (a reason the adapter can't name) ends it error. Never success for the last two."
@@ -6478,22 +6432,22 @@ class Data25(BaseModel):
 class EventsEvModelResponseRecovered(BaseModel):
     critical: Literal[True]
     data: Data25
-    type: Literal['model_response_recovered']
+    type: Literal["model_response_recovered"]
     type_version: Literal[1]
 
 
 class Data35(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     cause_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
-    reason: Literal['user', 'fallback', 'escalation', 'revert']
+    reason: Literal["user", "fallback", "escalation", "revert"]
     settings: EventsModelSettings
 
 
@@ -6501,32 +6455,31 @@ class EventsEvSettingsChanged(BaseModel):
     actor: Annotated[
         Actor,
         Field(
-            description='reason user: an operator principal, as actor user or host (the host API acting for that principal); the host still authorizes the principal, the schema only proves one is named. reason fallback, escalation or revert: automatic, so actor host or recovery only. Never model or tool.'
+            description="reason user: an operator principal, as actor user or host (the host API acting for that principal); the host still authorizes the principal, the schema only proves one is named. reason fallback, escalation or revert: automatic, so actor host or recovery only. Never model or tool."
         ),
     ]
     critical: Literal[True]
     data: Data35
-    type: Literal['settings_changed']
+    type: Literal["settings_changed"]
     type_version: Literal[1]
 
 
 class Data37(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     content: Annotated[
-        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsAudioPart]
-        | None,
+        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsAudioPart] | None,
         Field(min_length=1),
     ] = None
     delivery_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
-    source: Literal['api', 'cli', 'channel', 'parent_agent']
+    source: Literal["api", "cli", "channel", "parent_agent"]
     text: str | None = None
 
 
@@ -6534,82 +6487,79 @@ class EventsEvSteer(BaseModel):
     actor: EventsActorWithPrincipal
     critical: Literal[True]
     data: Data37
-    type: Literal['steer']
+    type: Literal["steer"]
     type_version: Literal[1]
 
 
 class Data43(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     adapter: EventsAdapterRef
     agent_name: Annotated[str, Field(min_length=1)]
     config_hash: Annotated[
         str,
         Field(
-            description='sha256 of the RFC 8785 bytes of the resolved, secret-free agent config.',
-            pattern='^[0-9a-f]{64}$',
+            description="sha256 of the RFC 8785 bytes of the resolved, secret-free agent config.",
+            pattern="^[0-9a-f]{64}$",
         ),
     ]
     instructions: Annotated[
         str,
         Field(
-            description='The full pinned system text: base instructions, extension instructions in order, skill listing, memory guidance.'
+            description="The full pinned system text: base instructions, extension instructions in order, skill listing, memory guidance."
         ),
     ]
     model: EventsModelRef
     model_params: Annotated[
         dict[str, Any],
         Field(
-            description='Every adapter-visible generation parameter (max_tokens, temperature, tool_choice, ...).'
+            description="Every adapter-visible generation parameter (max_tokens, temperature, tool_choice, ...)."
         ),
     ]
     parent: Annotated[
         Parent | None,
         Field(
-            description='Set on a child thread: the parent event that created it (agent_spawned or handoff).'
+            description="Set on a child thread: the parent event that created it (agent_spawned or handoff)."
         ),
     ] = None
     policy: EventsPolicy | None = None
-    sandbox_provider: Annotated[str | None, Field(pattern='^[a-z][a-z0-9_]{0,63}$')] = (
-        None
-    )
+    sandbox_provider: Annotated[str | None, Field(pattern="^[a-z][a-z0-9_]{0,63}$")] = None
     tools: list[EventsToolSpec]
 
 
 class EventsEvThreadStarted(BaseModel):
     critical: Literal[True]
     data: Data43
-    type: Literal['thread_started']
+    type: Literal["thread_started"]
     type_version: Literal[1]
 
 
 class Data46(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
-    completeness: Literal['complete', 'partial']
+    completeness: Literal["complete", "partial"]
     content: Annotated[
-        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsCitationPart]
-        | None,
+        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsCitationPart] | None,
         Field(min_length=1),
     ] = None
     is_error: bool
     origin: Literal[
-        'executed',
-        'materialized_from_commit',
-        'denied',
-        'not_executed',
-        'interrupted',
-        'deferred',
-        'answered',
+        "executed",
+        "materialized_from_commit",
+        "denied",
+        "not_executed",
+        "interrupted",
+        "deferred",
+        "answered",
     ]
     preview: str
     ref: EventsArtifactRef | None = None
@@ -6619,25 +6569,24 @@ class EventsEvToolResult(BaseModel):
     actor: EventsActor
     critical: Literal[True]
     data: Data46
-    type: Literal['tool_result']
+    type: Literal["tool_result"]
     type_version: Literal[1]
 
 
 class Data47(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
-    completeness: Literal['complete', 'partial']
+    completeness: Literal["complete", "partial"]
     content: Annotated[
-        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsCitationPart]
-        | None,
+        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsCitationPart] | None,
         Field(min_length=1),
     ] = None
     is_error: bool
@@ -6648,31 +6597,30 @@ class Data47(BaseModel):
 class EventsEvToolResultLate(BaseModel):
     critical: Literal[True]
     data: Data47
-    type: Literal['tool_result_late']
+    type: Literal["tool_result_late"]
     type_version: Literal[1]
 
 
 class Data50(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     budget: Annotated[
         EventsBudget | None,
-        Field(description='The budget of the run this input starts.'),
+        Field(description="The budget of the run this input starts."),
     ] = None
     content: Annotated[
-        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsAudioPart]
-        | None,
+        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsAudioPart] | None,
         Field(min_length=1),
     ] = None
     delivery_event_id: Annotated[
         str | None,
         Field(
-            description='The channel_delivery or schedule_fired event this input came from.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The channel_delivery or schedule_fired event this input came from.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
-    source: Literal['api', 'cli', 'channel', 'schedule', 'parent_agent', 'handoff']
+    source: Literal["api", "cli", "channel", "schedule", "parent_agent", "handoff"]
     text: str | None = None
 
 
@@ -6680,65 +6628,63 @@ class EventsEvUserInput(BaseModel):
     actor: EventsActorWithPrincipal
     critical: Literal[True]
     data: Data50
-    type: Literal['user_input']
+    type: Literal["user_input"]
     type_version: Literal[1]
 
 
 class Data51(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     adapter: EventsAdapterRef
     agent_name: Annotated[str, Field(min_length=1)]
     config_hash: Annotated[
         str,
         Field(
-            description='sha256 of the RFC 8785 bytes of the resolved, secret-free agent config.',
-            pattern='^[0-9a-f]{64}$',
+            description="sha256 of the RFC 8785 bytes of the resolved, secret-free agent config.",
+            pattern="^[0-9a-f]{64}$",
         ),
     ]
     instructions: Annotated[
         str,
         Field(
-            description='The full pinned system text: base instructions, extension instructions in order, skill listing, memory guidance.'
+            description="The full pinned system text: base instructions, extension instructions in order, skill listing, memory guidance."
         ),
     ]
     model: EventsModelRef
     model_params: Annotated[
         dict[str, Any],
         Field(
-            description='Every adapter-visible generation parameter (max_tokens, temperature, tool_choice, ...).'
+            description="Every adapter-visible generation parameter (max_tokens, temperature, tool_choice, ...)."
         ),
     ]
     parent: Annotated[
         Parent | None,
         Field(
-            description='Set on a child thread: the parent event that created it (agent_spawned or handoff).'
+            description="Set on a child thread: the parent event that created it (agent_spawned or handoff)."
         ),
     ] = None
     policy: EventsPolicy | None = None
-    sandbox_provider: Annotated[str | None, Field(pattern='^[a-z][a-z0-9_]{0,63}$')] = (
-        None
-    )
+    sandbox_provider: Annotated[str | None, Field(pattern="^[a-z][a-z0-9_]{0,63}$")] = None
     tools: list[EventsToolSpec]
 
 
 class EvThreadStarted(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -6746,15 +6692,15 @@ class EvThreadStarted(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -6762,19 +6708,19 @@ class EvThreadStarted(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['thread_started']
+    type: Literal["thread_started"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data51
@@ -6782,44 +6728,43 @@ class EvThreadStarted(BaseModel):
 
 class Data53(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     budget: Annotated[
         EventsBudget | None,
-        Field(description='The budget of the run this input starts.'),
+        Field(description="The budget of the run this input starts."),
     ] = None
     content: Annotated[
-        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsAudioPart]
-        | None,
+        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsAudioPart] | None,
         Field(min_length=1),
     ] = None
     delivery_event_id: Annotated[
         str | None,
         Field(
-            description='The channel_delivery or schedule_fired event this input came from.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The channel_delivery or schedule_fired event this input came from.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
-    source: Literal['api', 'cli', 'channel', 'schedule', 'parent_agent', 'handoff']
+    source: Literal["api", "cli", "channel", "schedule", "parent_agent", "handoff"]
     text: str | None = None
 
 
 class EvUserInput(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -6827,15 +6772,15 @@ class EvUserInput(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -6843,19 +6788,19 @@ class EvUserInput(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['user_input']
+    type: Literal["user_input"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data53
@@ -6863,40 +6808,39 @@ class EvUserInput(BaseModel):
 
 class Data54(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     content: Annotated[
-        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsAudioPart]
-        | None,
+        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsAudioPart] | None,
         Field(min_length=1),
     ] = None
     delivery_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
-    source: Literal['api', 'cli', 'channel', 'parent_agent']
+    source: Literal["api", "cli", "channel", "parent_agent"]
     text: str | None = None
 
 
 class EvSteer(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -6904,15 +6848,15 @@ class EvSteer(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -6920,19 +6864,19 @@ class EvSteer(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['steer']
+    type: Literal["steer"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data54
@@ -6940,9 +6884,9 @@ class EvSteer(BaseModel):
 
 class Data58(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    completeness: Literal['complete', 'partial']
+    completeness: Literal["complete", "partial"]
     content: list[
         EventsTextPart
         | EventsToolUsePart
@@ -6954,20 +6898,20 @@ class Data58(BaseModel):
     request_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     stop_reason: Annotated[
         Literal[
-            'end_turn',
-            'tool_use',
-            'max_tokens',
-            'stop_sequence',
-            'refusal',
-            'pause_turn',
-            'context_window_exceeded',
-            'other',
+            "end_turn",
+            "tool_use",
+            "max_tokens",
+            "stop_sequence",
+            "refusal",
+            "pause_turn",
+            "context_window_exceeded",
+            "other",
         ],
         Field(
             description="Only end_turn, stop_sequence and refusal complete a turn; tool_use dispatches; max_tokens continues; pause_turn re-requests with the paused content as-is, up to context.max_pause_continuations; context_window_exceeded ends the turn context_exhausted; other (a reason the adapter can't name) ends it error. Never success for the last two."
@@ -6978,20 +6922,20 @@ class Data58(BaseModel):
 
 class EvModelResponse(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -6999,15 +6943,15 @@ class EvModelResponse(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -7015,19 +6959,19 @@ class EvModelResponse(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['model_response']
+    type: Literal["model_response"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data58
@@ -7035,9 +6979,9 @@ class EvModelResponse(BaseModel):
 
 class Data59(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
-    completeness: Literal['complete', 'partial']
+    completeness: Literal["complete", "partial"]
     content: list[
         EventsTextPart
         | EventsToolUsePart
@@ -7050,20 +6994,20 @@ class Data59(BaseModel):
     request_event_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     stop_reason: Annotated[
         Literal[
-            'end_turn',
-            'tool_use',
-            'max_tokens',
-            'stop_sequence',
-            'refusal',
-            'pause_turn',
-            'context_window_exceeded',
-            'other',
+            "end_turn",
+            "tool_use",
+            "max_tokens",
+            "stop_sequence",
+            "refusal",
+            "pause_turn",
+            "context_window_exceeded",
+            "other",
         ],
         Field(
             description="Only end_turn, stop_sequence and refusal complete a turn; tool_use dispatches; max_tokens continues; pause_turn re-requests with the paused content as-is, up to context.max_pause_continuations; context_window_exceeded ends the turn context_exhausted; other (a reason the adapter can't name) ends it error. Never success for the last two."
@@ -7074,20 +7018,20 @@ class Data59(BaseModel):
 
 class EvModelResponseRecovered(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -7095,15 +7039,15 @@ class EvModelResponseRecovered(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -7111,19 +7055,19 @@ class EvModelResponseRecovered(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['model_response_recovered']
+    type: Literal["model_response_recovered"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data59
@@ -7131,30 +7075,29 @@ class EvModelResponseRecovered(BaseModel):
 
 class Data69(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
-    completeness: Literal['complete', 'partial']
+    completeness: Literal["complete", "partial"]
     content: Annotated[
-        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsCitationPart]
-        | None,
+        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsCitationPart] | None,
         Field(min_length=1),
     ] = None
     is_error: bool
     origin: Literal[
-        'executed',
-        'materialized_from_commit',
-        'denied',
-        'not_executed',
-        'interrupted',
-        'deferred',
-        'answered',
+        "executed",
+        "materialized_from_commit",
+        "denied",
+        "not_executed",
+        "interrupted",
+        "deferred",
+        "answered",
     ]
     preview: str
     ref: EventsArtifactRef | None = None
@@ -7162,20 +7105,20 @@ class Data69(BaseModel):
 
 class EvToolResult(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -7183,15 +7126,15 @@ class EvToolResult(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -7199,19 +7142,19 @@ class EvToolResult(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['tool_result']
+    type: Literal["tool_result"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data69
@@ -7219,19 +7162,18 @@ class EvToolResult(BaseModel):
 
 class Data70(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     call_id: Annotated[
         str,
         Field(
-            description='Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.',
-            pattern='^[A-Za-z0-9_.-]{1,128}$',
+            description="Tool call id; may be provider-issued. The effect key is derived: <branch_id>:<call_id>.",
+            pattern="^[A-Za-z0-9_.-]{1,128}$",
         ),
     ]
-    completeness: Literal['complete', 'partial']
+    completeness: Literal["complete", "partial"]
     content: Annotated[
-        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsCitationPart]
-        | None,
+        list[EventsTextPart | EventsImagePart | EventsDocumentPart | EventsCitationPart] | None,
         Field(min_length=1),
     ] = None
     is_error: bool
@@ -7241,20 +7183,20 @@ class Data70(BaseModel):
 
 class EvToolResultLate(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -7262,15 +7204,15 @@ class EvToolResultLate(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -7278,19 +7220,19 @@ class EvToolResultLate(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['tool_result_late']
+    type: Literal["tool_result_late"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data70
@@ -7298,35 +7240,35 @@ class EvToolResultLate(BaseModel):
 
 class Data85(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     cause_event_id: Annotated[
         str | None,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ] = None
-    reason: Literal['user', 'fallback', 'escalation', 'revert']
+    reason: Literal["user", "fallback", "escalation", "revert"]
     settings: EventsModelSettings
 
 
 class EvSettingsChanged(BaseModel):
     model_config = ConfigDict(
-        extra='forbid',
+        extra="forbid",
     )
     actor: EventsActor
     branch_id: Annotated[
         str,
         Field(
-            description='The branch that wrote this event. Always the branch of the segment it is stored in.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="The branch that wrote this event. Always the branch of the segment it is stored in.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     epoch: Annotated[
         int,
         Field(
-            description='Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.',
+            description="Writer fencing epoch from the branch lease. Non-decreasing along the resolved chain.",
             ge=1,
             le=9007199254740991,
         ),
@@ -7334,15 +7276,15 @@ class EvSettingsChanged(BaseModel):
     event_id: Annotated[
         str,
         Field(
-            description='Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Unique along the resolved chain (every ancestor segment plus this branch), checked on append and import (semantic rule 28).",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
-    prev_hash: Annotated[str, Field(pattern='^[0-9a-f]{64}$')]
+    prev_hash: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     seq: Annotated[
         int,
         Field(
-            description='JSON integer in the cross-language safe range.',
+            description="JSON integer in the cross-language safe range.",
             ge=1,
             le=9007199254740991,
         ),
@@ -7350,19 +7292,19 @@ class EvSettingsChanged(BaseModel):
     thread_id: Annotated[
         str,
         Field(
-            description='Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.',
-            pattern='^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+            description="Lowercase UUID string. Writers MUST generate UUIDv7; readers accept any lowercase UUID, so the version is not an admission rule.",
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
         ),
     ]
     time: Annotated[
         int,
         Field(
-            description='Unix epoch milliseconds. Informational; never used for ordering.',
+            description="Unix epoch milliseconds. Informational; never used for ordering.",
             ge=0,
             le=9007199254740991,
         ),
     ]
-    type: Literal['settings_changed']
+    type: Literal["settings_changed"]
     type_version: Literal[1]
     critical: Literal[True]
     data: Data85
@@ -7482,8 +7424,8 @@ class EventsForPydantic(
         | EvContextPreflightBlocked
         | EvAnswerRejected,
         Field(
-            description='Derived from schemas/openapi.json events_* by benchmarks/validation_compare.py',
-            title='EventsForPydantic',
+            description="Derived from schemas/openapi.json events_* by benchmarks/validation_compare.py",
+            title="EventsForPydantic",
         ),
     ]
 
@@ -7635,58 +7577,58 @@ class EventsEvent(
 
 
 EVENT_MODELS = {
-    'thread_started': EvThreadStarted,
-    'tools_changed': EvToolsChanged,
-    'user_input': EvUserInput,
-    'steer': EvSteer,
-    'injected': EvInjected,
-    'heartbeat': EvHeartbeat,
-    'model_request': EvModelRequest,
-    'model_response': EvModelResponse,
-    'model_response_recovered': EvModelResponseRecovered,
-    'model_attempt_abandoned': EvModelAttemptAbandoned,
-    'tool_call': EvToolCall,
-    'permission_decision': EvPermissionDecision,
-    'hook_decision': EvHookDecision,
-    'approval_requested': EvApprovalRequested,
-    'approval_granted': EvApprovalGranted,
-    'approval_denied': EvApprovalDenied,
-    'effect_begin': EvEffectBegin,
-    'effect_commit': EvEffectCommit,
-    'effect_unknown': EvEffectUnknown,
-    'effect_resolved': EvEffectResolved,
-    'tool_result': EvToolResult,
-    'tool_result_late': EvToolResultLate,
-    'snapshot': EvSnapshot,
-    'fork': EvFork,
-    'parked': EvParked,
-    'park_escalated': EvParkEscalated,
-    'resumed': EvResumed,
-    'compacted': EvCompacted,
-    'cancel_requested': EvCancelRequested,
-    'cancelled': EvCancelled,
-    'stop_when_idle': EvStopWhenIdle,
-    'turn_completed': EvTurnCompleted,
-    'schedule_fired': EvScheduleFired,
-    'schedule_skipped': EvScheduleSkipped,
-    'channel_delivery': EvChannelDelivery,
-    'log_repaired': EvLogRepaired,
-    'settings_changed': EvSettingsChanged,
-    'retry_scheduled': EvRetryScheduled,
-    'budget_exceeded': EvBudgetExceeded,
-    'output_validated': EvOutputValidated,
-    'context_edited': EvContextEdited,
-    'compaction_failed': EvCompactionFailed,
-    'mode_changed': EvModeChanged,
-    'permission_rule_added': EvPermissionRuleAdded,
-    'agent_spawned': EvAgentSpawned,
-    'agent_finished': EvAgentFinished,
-    'handoff': EvHandoff,
-    'todos_updated': EvTodosUpdated,
-    'team_task_created': EvTeamTaskCreated,
-    'team_task_claimed': EvTeamTaskClaimed,
-    'team_task_updated': EvTeamTaskUpdated,
-    'team_message': EvTeamMessage,
-    'context_preflight_blocked': EvContextPreflightBlocked,
-    'answer_rejected': EvAnswerRejected,
+    "thread_started": EvThreadStarted,
+    "tools_changed": EvToolsChanged,
+    "user_input": EvUserInput,
+    "steer": EvSteer,
+    "injected": EvInjected,
+    "heartbeat": EvHeartbeat,
+    "model_request": EvModelRequest,
+    "model_response": EvModelResponse,
+    "model_response_recovered": EvModelResponseRecovered,
+    "model_attempt_abandoned": EvModelAttemptAbandoned,
+    "tool_call": EvToolCall,
+    "permission_decision": EvPermissionDecision,
+    "hook_decision": EvHookDecision,
+    "approval_requested": EvApprovalRequested,
+    "approval_granted": EvApprovalGranted,
+    "approval_denied": EvApprovalDenied,
+    "effect_begin": EvEffectBegin,
+    "effect_commit": EvEffectCommit,
+    "effect_unknown": EvEffectUnknown,
+    "effect_resolved": EvEffectResolved,
+    "tool_result": EvToolResult,
+    "tool_result_late": EvToolResultLate,
+    "snapshot": EvSnapshot,
+    "fork": EvFork,
+    "parked": EvParked,
+    "park_escalated": EvParkEscalated,
+    "resumed": EvResumed,
+    "compacted": EvCompacted,
+    "cancel_requested": EvCancelRequested,
+    "cancelled": EvCancelled,
+    "stop_when_idle": EvStopWhenIdle,
+    "turn_completed": EvTurnCompleted,
+    "schedule_fired": EvScheduleFired,
+    "schedule_skipped": EvScheduleSkipped,
+    "channel_delivery": EvChannelDelivery,
+    "log_repaired": EvLogRepaired,
+    "settings_changed": EvSettingsChanged,
+    "retry_scheduled": EvRetryScheduled,
+    "budget_exceeded": EvBudgetExceeded,
+    "output_validated": EvOutputValidated,
+    "context_edited": EvContextEdited,
+    "compaction_failed": EvCompactionFailed,
+    "mode_changed": EvModeChanged,
+    "permission_rule_added": EvPermissionRuleAdded,
+    "agent_spawned": EvAgentSpawned,
+    "agent_finished": EvAgentFinished,
+    "handoff": EvHandoff,
+    "todos_updated": EvTodosUpdated,
+    "team_task_created": EvTeamTaskCreated,
+    "team_task_claimed": EvTeamTaskClaimed,
+    "team_task_updated": EvTeamTaskUpdated,
+    "team_message": EvTeamMessage,
+    "context_preflight_blocked": EvContextPreflightBlocked,
+    "answer_rejected": EvAnswerRejected,
 }

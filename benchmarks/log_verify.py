@@ -66,36 +66,77 @@ def turn_payloads(turn: int, ids: list[str]) -> list[tuple[str, dict[str, Any], 
     prefix = {"bytes": 386, "sha256": _fake_sha("prefix")}
     return [
         ("user_input", USER, {"source": "api", "text": f"What is in {path}? (turn {turn})"}),
-        ("model_request", HOST, {
-            "attempt": 1,
-            "declared_prefix": prefix,
-            "request_ref": {"bytes": 461 + turn, "media_type": "application/x-ndjson", "sha256": _fake_sha(f"req{turn}a")},
-        }),
-        ("model_response", {"kind": "model"}, {
-            "completeness": "complete",
-            "content": [{"call_id": call_id, "input": {"path": path}, "name": "read_file", "type": "tool_use"}],
-            "request_event_id": ids[1],
-            "stop_reason": "tool_use",
-            "usage": {"input_tokens": 120 + turn, "output_tokens": 18},
-        }),
-        ("tool_call", HOST, {"call_id": call_id, "input": {"path": path}, "name": "read_file", "request_event_id": ids[1]}),
-        ("permission_decision", HOST, {"call_id": call_id, "decision": "allow", "rule_id": "bench_allow", "source": "policy"}),
-        ("tool_result", {"kind": "tool"}, {
-            "call_id": call_id, "completeness": "complete", "is_error": False, "origin": "executed",
-            "preview": f"# file {turn}\nSome content of the file, a line or two long.\n",
-        }),
-        ("model_request", HOST, {
-            "attempt": 1,
-            "declared_prefix": prefix,
-            "request_ref": {"bytes": 679 + turn, "media_type": "application/x-ndjson", "sha256": _fake_sha(f"req{turn}b")},
-        }),
-        ("model_response", {"kind": "model"}, {
-            "completeness": "complete",
-            "content": [{"text": f"{path} contains one heading: file {turn}.", "type": "text"}],
-            "request_event_id": ids[6],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 160 + turn, "output_tokens": 12},
-        }),
+        (
+            "model_request",
+            HOST,
+            {
+                "attempt": 1,
+                "declared_prefix": prefix,
+                "request_ref": {
+                    "bytes": 461 + turn,
+                    "media_type": "application/x-ndjson",
+                    "sha256": _fake_sha(f"req{turn}a"),
+                },
+            },
+        ),
+        (
+            "model_response",
+            {"kind": "model"},
+            {
+                "completeness": "complete",
+                "content": [
+                    {"call_id": call_id, "input": {"path": path}, "name": "read_file", "type": "tool_use"}
+                ],
+                "request_event_id": ids[1],
+                "stop_reason": "tool_use",
+                "usage": {"input_tokens": 120 + turn, "output_tokens": 18},
+            },
+        ),
+        (
+            "tool_call",
+            HOST,
+            {"call_id": call_id, "input": {"path": path}, "name": "read_file", "request_event_id": ids[1]},
+        ),
+        (
+            "permission_decision",
+            HOST,
+            {"call_id": call_id, "decision": "allow", "rule_id": "bench_allow", "source": "policy"},
+        ),
+        (
+            "tool_result",
+            {"kind": "tool"},
+            {
+                "call_id": call_id,
+                "completeness": "complete",
+                "is_error": False,
+                "origin": "executed",
+                "preview": f"# file {turn}\nSome content of the file, a line or two long.\n",
+            },
+        ),
+        (
+            "model_request",
+            HOST,
+            {
+                "attempt": 1,
+                "declared_prefix": prefix,
+                "request_ref": {
+                    "bytes": 679 + turn,
+                    "media_type": "application/x-ndjson",
+                    "sha256": _fake_sha(f"req{turn}b"),
+                },
+            },
+        ),
+        (
+            "model_response",
+            {"kind": "model"},
+            {
+                "completeness": "complete",
+                "content": [{"text": f"{path} contains one heading: file {turn}.", "type": "text"}],
+                "request_event_id": ids[6],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 160 + turn, "output_tokens": 12},
+            },
+        ),
         ("turn_completed", HOST, {"reason": "end_turn"}),
     ]
 
@@ -112,25 +153,39 @@ def generate(n_events: int = EVENTS) -> tuple[bytes, list[bytes], list[dict[str,
         nonlocal prev
         seq = len(events) + 1
         ev = {
-            "actor": actor, "branch_id": branch_id, "critical": True, "data": data, "epoch": 1,
-            "event_id": event_id, "prev_hash": prev, "seq": seq, "thread_id": thread_id,
-            "time": START_MS + 1000 * seq, "type": type_, "type_version": 1,
+            "actor": actor,
+            "branch_id": branch_id,
+            "critical": True,
+            "data": data,
+            "epoch": 1,
+            "event_id": event_id,
+            "prev_hash": prev,
+            "seq": seq,
+            "thread_id": thread_id,
+            "time": START_MS + 1000 * seq,
+            "type": type_,
+            "type_version": 1,
         }
         raw = canonical_bytes(ev)
         lines.append(raw)
         events.append(ev)
         prev = sha256_hex(raw)
 
-    emit("thread_started", HOST, {
-        "adapter": {"name": "scripted", "settings": {}, "version": "1"},
-        "agent_name": "bench",
-        "config_hash": _fake_sha("config"),
-        "instructions": "You are a helpful agent.",
-        "model": {"name": "scripted-1", "provider": "scripted"},
-        "model_params": {"max_tokens": 1024},
-        "sandbox_provider": "fake",
-        "tools": TOOLS,
-    }, new_uuid7())
+    emit(
+        "thread_started",
+        HOST,
+        {
+            "adapter": {"name": "scripted", "settings": {}, "version": "1"},
+            "agent_name": "bench",
+            "config_hash": _fake_sha("config"),
+            "instructions": "You are a helpful agent.",
+            "model": {"name": "scripted-1", "provider": "scripted"},
+            "model_params": {"max_tokens": 1024},
+            "sandbox_provider": "fake",
+            "tools": TOOLS,
+        },
+        new_uuid7(),
+    )
     turn = 0
     while len(events) < n_events:
         turn += 1
@@ -141,7 +196,6 @@ def generate(n_events: int = EVENTS) -> tuple[bytes, list[bytes], list[dict[str,
             emit(type_, actor, data, eid)
     lines.append(head_line(branch_id, len(events), prev))
     return b"\n".join(lines) + b"\n", lines, events
-
 
 
 def ours(data: bytes) -> Any:
@@ -180,7 +234,9 @@ def main() -> None:
     n = len(lines)
     state = ours(data)  # warm-up, and a sanity check of the generated log
     if HAVE_RENDER:
-        assert state["turns_completed"] == (args.events - 1) // 9 and state["status"] == "idle", state["status"]
+        assert state["turns_completed"] == (args.events - 1) // 9 and state["status"] == "idle", state[
+            "status"
+        ]
     if args.profile:
         import cProfile
         import pstats
@@ -195,7 +251,11 @@ def main() -> None:
     t_floor = best_of(floor, lines, args.runs)
     ours_lps, floor_lps = n / t_ours, n / t_floor
     print(f"lines: {n} ({args.events} events + header + head), {len(data)} bytes, best of {args.runs}")
-    what = "import_log + reduce" if HAVE_RENDER else "import_log + fold.status() etc. (render missing: no transcript)"
+    what = (
+        "import_log + reduce"
+        if HAVE_RENDER
+        else "import_log + fold.status() etc. (render missing: no transcript)"
+    )
     print(f"ours  ({what}): {ours_lps:,.0f} lines/s  ({t_ours * 1000:.1f} ms)")
     print(f"floor (json.loads + sha256 hexdigest): {floor_lps:,.0f} lines/s  ({t_floor * 1000:.1f} ms)")
     print(f"ratio: {ours_lps / floor_lps:.3f}")

@@ -62,7 +62,7 @@ def _refs(node: Any) -> Any:
     out = {k: _refs(v) for k, v in node.items()}
     ref = out.get("$ref")
     if isinstance(ref, str) and ref.startswith(PREFIX):
-        out["$ref"] = "#/$defs/" + ref[len(PREFIX):]
+        out["$ref"] = "#/$defs/" + ref[len(PREFIX) :]
     return out
 
 
@@ -80,7 +80,7 @@ def derive_schema() -> tuple[dict[str, Any], dict[str, str]]:
     env = defs["events_Envelope"]
     per_type: dict[str, dict[str, Any]] = {}
     for alt in comps["events_Event"]["allOf"][1]["oneOf"]:
-        name = alt["$ref"][len(PREFIX):]
+        name = alt["$ref"][len(PREFIX) :]
         per_type[comps[name]["properties"]["type"]["const"]] = defs[name]
     for schema in extra.values():
         s = _refs(schema)
@@ -141,13 +141,22 @@ def regenerate() -> None:
         src.write_text(json.dumps(doc, indent=1))
         cmd = [
             str(Path(sys.executable).with_name("datamodel-codegen")),
-            "--input", str(src), "--input-file-type", "jsonschema",
-            "--output", str(MODELS),
-            "--output-model-type", "pydantic_v2.BaseModel",
-            "--target-python-version", "3.11",
-            "--use-annotated", "--field-constraints",
-            "--enum-field-as-literal", "all",
-            "--use-standard-collections", "--use-union-operator",
+            "--input",
+            str(src),
+            "--input-file-type",
+            "jsonschema",
+            "--output",
+            str(MODELS),
+            "--output-model-type",
+            "pydantic_v2.BaseModel",
+            "--target-python-version",
+            "3.11",
+            "--use-annotated",
+            "--field-constraints",
+            "--enum-field-as-literal",
+            "all",
+            "--use-standard-collections",
+            "--use-union-operator",
             "--collapse-root-models",
             "--use-title-as-name",
             "--disable-timestamp",
@@ -211,6 +220,7 @@ def mutations(base: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]
             for p in head:
                 node = node[int(p)] if isinstance(node, list) else node[p]
             node[last] = value
+
         return f
 
     def delp(path: str) -> Any:
@@ -220,6 +230,7 @@ def mutations(base: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]
             for p in head:
                 node = node[p]
             del node[last]
+
         return f
 
     mut("seq as string", "tool_call", setp("seq", "5"))
@@ -243,9 +254,16 @@ def mutations(base: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]
     mut("tool_result origin not in enum", "tool_result", setp("data.origin", "guessed"))
     mut("usage.input_tokens negative", "model_response", setp("data.usage.input_tokens", -1))
     mut("model_response content part unknown type", "model_response", setp("data.content.0.type", "video"))
-    mut("turn_completed code without reason error (if/then)", "turn_completed", setp("data.code", "content_unsupported"))
-    mut("type says tool_call, data of permission_decision", "tool_call",
-        lambda ev: ev.update(data=copy.deepcopy(base["permission_decision"]["data"])))
+    mut(
+        "turn_completed code without reason error (if/then)",
+        "turn_completed",
+        setp("data.code", "content_unsupported"),
+    )
+    mut(
+        "type says tool_call, data of permission_decision",
+        "tool_call",
+        lambda ev: ev.update(data=copy.deepcopy(base["permission_decision"]["data"])),
+    )
     return out
 
 
@@ -263,14 +281,18 @@ def best_of_interleaved(fns: list[Any], runs: int) -> list[float]:
 
 def cold_import(stmt: str) -> float:
     """Seconds to run `stmt` in a fresh interpreter (best of 3), minus an empty interpreter."""
+
     def run(code: str) -> float:
         prog = f"import time; t=time.perf_counter(); {code}; print(time.perf_counter()-t)"
         best = float("inf")
         for _ in range(3):
             env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-            r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True, env=env, cwd=HERE)
+            r = subprocess.run(
+                [sys.executable, "-c", prog], capture_output=True, text=True, check=True, env=env, cwd=HERE
+            )
             best = min(best, float(r.stdout.strip().splitlines()[-1]))
         return best
+
     return run(stmt)
 
 
@@ -297,10 +319,14 @@ def main() -> None:
 
     events, n_conf, n_skipped = corpus()
     types = Counter(e["type"] for e in events)
-    print(f"corpus: {len(events)} events ({len(events) - n_conf} generated + {n_conf} conformance;"
-          f" {n_skipped} conformance lines skipped as invalid/unknown), {len(types)} distinct types")
-    print(f"shapes: {len(V.EVENT_VALIDATORS)} compiled validators, {len(pm.EVENT_MODELS)} pydantic models"
-          + (f", mismatch {missing}" if missing else ""))
+    print(
+        f"corpus: {len(events)} events ({len(events) - n_conf} generated + {n_conf} conformance;"
+        f" {n_skipped} conformance lines skipped as invalid/unknown), {len(types)} distinct types"
+    )
+    print(
+        f"shapes: {len(V.EVENT_VALIDATORS)} compiled validators, {len(pm.EVENT_MODELS)} pydantic models"
+        + (f", mismatch {missing}" if missing else "")
+    )
 
     # --- agreement on the valid corpus
     def ours_ok(ev: dict[str, Any]) -> str | None:
@@ -323,8 +349,10 @@ def main() -> None:
 
     ours_rej = [(e["type"], r) for e in events if (r := ours_ok(e))]
     pyd_rej = [(e["type"], r) for e in events if (r := pyd_ok(e))]
-    print(f"valid corpus accepted: compiled-jsonschema {len(events) - len(ours_rej)}/{len(events)},"
-          f" pydantic {len(events) - len(pyd_rej)}/{len(events)}")
+    print(
+        f"valid corpus accepted: compiled-jsonschema {len(events) - len(ours_rej)}/{len(events)},"
+        f" pydantic {len(events) - len(pyd_rej)}/{len(events)}"
+    )
     for t, r in pyd_rej[:5]:
         print(f"  pydantic rejects valid {t}: {r}")
 
@@ -350,7 +378,8 @@ def main() -> None:
 
     run_compiled(), run_pydantic()  # warm-up
     t_comp, t_check, t_pyd, t_lax = best_of_interleaved(
-        [run_compiled, run_check_event, run_pydantic, run_pydantic_lax], args.runs)
+        [run_compiled, run_check_event, run_pydantic, run_pydantic_lax], args.runs
+    )
     n = len(events)
 
     # --- cold start (fresh interpreter, bytecode cache warm, as on a warm Lambda image)
@@ -390,12 +419,18 @@ def main() -> None:
     for label, o, p in rows:
         flag = "" if o == p else "   <- differ"
         print(f"{label:58s} {'reject' if o else 'ACCEPT':>9s} {'reject' if p else 'ACCEPT':>9s}{flag}")
-    print(f"rejected: compiled {sum(o for _, o, _ in rows)}/{len(rows)}, pydantic {sum(p for _, _, p in rows)}/{len(rows)}")
-    print("notes: 5.0 never reaches a validator (canonical admission refuses it: JCS writes 5);"
-          " pydantic's Literal[1] matches True because True == 1 (strict mode too)")
+    print(
+        f"rejected: compiled {sum(o for _, o, _ in rows)}/{len(rows)}, pydantic {sum(p for _, _, p in rows)}/{len(rows)}"
+    )
+    print(
+        "notes: 5.0 never reaches a validator (canonical admission refuses it: JCS writes 5);"
+        " pydantic's Literal[1] matches True because True == 1 (strict mode too)"
+    )
     print()
-    print("not expressible by datamodel-codegen -> pydantic (keyword occurrences dropped): "
-          + ", ".join(f"{k} x{v}" for k, v in sorted(gaps.items())))
+    print(
+        "not expressible by datamodel-codegen -> pydantic (keyword occurrences dropped): "
+        + ", ".join(f"{k} x{v}" for k, v in sorted(gaps.items()))
+    )
     if t_comp <= t_pyd:
         print(f"faster: compiled-jsonschema ({t_pyd / t_comp:.2f}x)")
     else:

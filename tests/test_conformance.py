@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-
 from threads_aws.conformance import run_case
 
 CASES = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "cases"
@@ -22,7 +21,9 @@ def test_cli_output_and_exit(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
     case = tmp_path / "bad-kind"
     case.mkdir()
-    (case / "case.json").write_text('{"name":"bad-kind","family":"log","kind":"nonsense","description":"x","clock":{"now":0}}')
+    (case / "case.json").write_text(
+        '{"name":"bad-kind","family":"log","kind":"nonsense","description":"x","clock":{"now":0}}'
+    )
     (case / "expected.json").write_text('{"outcome":"ok"}')
     assert main([str(tmp_path)]) == 1
     out = capsys.readouterr().out.splitlines()

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-
 from threads_aws.canonical import NotCanonical, admit, canonical_bytes, sha256_hex
 from threads_aws.errors import LogError
 from threads_aws.fork import child_lines, fork_point
@@ -32,13 +31,32 @@ class LogBuilder:
         self.seq = 0
         self.n = 0
 
-    def add(self, type_: str, data: dict[str, Any], *, actor: dict[str, Any] | None = None,
-            critical: bool = True, epoch: int = 1, **over: Any) -> bytes:
+    def add(
+        self,
+        type_: str,
+        data: dict[str, Any],
+        *,
+        actor: dict[str, Any] | None = None,
+        critical: bool = True,
+        epoch: int = 1,
+        **over: Any,
+    ) -> bytes:
         self.seq += 1
         self.n += 1
-        ev = {"actor": actor or {"kind": "host"}, "branch_id": self.branch, "critical": critical, "data": data,
-              "epoch": epoch, "event_id": eid(self.n), "prev_hash": self.prev, "seq": self.seq,
-              "thread_id": T, "time": 1000 + self.seq, "type": type_, "type_version": 1}
+        ev = {
+            "actor": actor or {"kind": "host"},
+            "branch_id": self.branch,
+            "critical": critical,
+            "data": data,
+            "epoch": epoch,
+            "event_id": eid(self.n),
+            "prev_hash": self.prev,
+            "seq": self.seq,
+            "thread_id": T,
+            "time": 1000 + self.seq,
+            "type": type_,
+            "type_version": 1,
+        }
         ev.update(over)
         raw = canonical_bytes(ev)
         self.lines.append(raw)
@@ -50,10 +68,18 @@ class LogBuilder:
         return body + (head_line(self.branch, self.seq, self.prev) + b"\n" if head else b"")
 
 
-def started(b: LogBuilder, tools: list[dict[str, Any]] | None = None, policy: dict[str, Any] | None = None) -> None:
-    data: dict[str, Any] = {"adapter": {"name": "scripted", "settings": {}, "version": "1"}, "agent_name": "demo",
-                            "config_hash": "0" * 64, "instructions": "Be brief.",
-                            "model": {"name": "m", "provider": "p"}, "model_params": {}, "tools": tools or []}
+def started(
+    b: LogBuilder, tools: list[dict[str, Any]] | None = None, policy: dict[str, Any] | None = None
+) -> None:
+    data: dict[str, Any] = {
+        "adapter": {"name": "scripted", "settings": {}, "version": "1"},
+        "agent_name": "demo",
+        "config_hash": "0" * 64,
+        "instructions": "Be brief.",
+        "model": {"name": "m", "provider": "p"},
+        "model_params": {},
+        "tools": tools or [],
+    }
     if policy is not None:
         data["policy"] = policy
     b.add("thread_started", data)
@@ -63,7 +89,12 @@ def turn(b: LogBuilder, text: str = "hi") -> None:
     b.add("user_input", {"source": "api", "text": text}, actor={"kind": "user", "principal": ALICE})
 
 
-TOOL = {"description": "Send.", "effect_class": "reconcilable", "input_schema": {"type": "object"}, "name": "send"}
+TOOL = {
+    "description": "Send.",
+    "effect_class": "reconcilable",
+    "input_schema": {"type": "object"},
+    "name": "send",
+}
 
 
 def call(b: LogBuilder, call_id: str, name: str = "send", decision: str = "allow") -> None:
@@ -77,16 +108,37 @@ def err(data: bytes) -> tuple[str, int | None]:
     return info.value.code, info.value.seq
 
 
-@pytest.mark.parametrize("raw", [b'{"a":1e3}', b'{"a":1000.0}', b'{"a":-0}', b'{"b":1,"a":2}', b'{"a": 1}',
-                                 b'{"a":"\\/"}', b'{"a":"\\u00E9"}', b'{"a":"\\ud800"}', b'{"a":1,"a":1}',
-                                 b'{"a":9007199254740992}', b'[1]', b'\xff', b'{"a":"\\u0041"}'])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a":1e3}',
+        b'{"a":1000.0}',
+        b'{"a":-0}',
+        b'{"b":1,"a":2}',
+        b'{"a": 1}',
+        b'{"a":"\\/"}',
+        b'{"a":"\\u00E9"}',
+        b'{"a":"\\ud800"}',
+        b'{"a":1,"a":1}',
+        b'{"a":9007199254740992}',
+        b"[1]",
+        b"\xff",
+        b'{"a":"\\u0041"}',
+    ],
+)
 def test_admission_refuses_noncanonical(raw: bytes) -> None:
     with pytest.raises(NotCanonical):
         admit(raw)
 
 
 def test_admission_accepts_canonical_floats_and_unicode() -> None:
-    for raw in [b'{"a":1.5}', b'{"a":1e+21}', b'{"a":"\xc3\xa9"}', b'{"a":"\\u001f"}', '{"\u20ac":1,"\U0001f600":2}'.encode()]:
+    for raw in [
+        b'{"a":1.5}',
+        b'{"a":1e+21}',
+        b'{"a":"\xc3\xa9"}',
+        b'{"a":"\\u001f"}',
+        '{"\u20ac":1,"\U0001f600":2}'.encode(),
+    ]:
         assert admit(raw) is not None
     deep = b'{"a":' + b"[" * 63 + b"]" * 63 + b"}"
     assert admit(deep)
@@ -143,7 +195,12 @@ def test_unknown_noncritical_is_kept_and_advances_head() -> None:
     assert err(b2.export()) == ("unsupported_critical_event", 2)
     b3 = LogBuilder()
     started(b3)
-    b3.add("user_input", {"source": "api", "text": "x"}, actor={"kind": "user", "principal": ALICE}, type_version=2)
+    b3.add(
+        "user_input",
+        {"source": "api", "text": "x"},
+        actor={"kind": "user", "principal": ALICE},
+        type_version=2,
+    )
     assert err(b3.export()) == ("unsupported_critical_event", 2)
 
 
@@ -154,8 +211,12 @@ def test_schema_errors_are_invalid_line_before_chain() -> None:
     assert err(b.export()) == ("invalid_line", 2)
     b = LogBuilder()
     started(b)
-    b.add("user_input", {"source": "api", "text": "x", "extra": 1}, actor={"kind": "user", "principal": ALICE},
-          prev_hash="0" * 64)
+    b.add(
+        "user_input",
+        {"source": "api", "text": "x", "extra": 1},
+        actor={"kind": "user", "principal": ALICE},
+        prev_hash="0" * 64,
+    )
     assert err(b.export()) == ("invalid_line", 2)
 
 
@@ -209,8 +270,11 @@ def test_rule_13_approval_mismatch_and_duplicate() -> None:
     turn(b)
     call(b, "c1", decision="ask")
     b.add("approval_requested", {"args_hash": "a" * 64, "call_id": "c1", "challenge_id": ch, "expires_at": 9})
-    b.add("approval_granted", {"args_hash": "b" * 64, "call_id": "c1", "challenge_id": ch},
-          actor={"kind": "approver", "principal": ALICE})
+    b.add(
+        "approval_granted",
+        {"args_hash": "b" * 64, "call_id": "c1", "challenge_id": ch},
+        actor={"kind": "approver", "principal": ALICE},
+    )
     assert err(b.export()) == ("approval_mismatch", 6)
 
 
@@ -229,8 +293,15 @@ def test_rule_17_tools_hash() -> None:
 
 
 def snapshot_data(expires: int | None = None) -> dict[str, Any]:
-    return {"capture_class": "filesystem", "expires_at": expires, "manifest_hash": "0" * 64, "provider": "fake",
-            "quiesced": {"excluded": [], "frozen": [], "stopped": []}, "sandbox_id": "s1", "snapshot_id": "snap"}
+    return {
+        "capture_class": "filesystem",
+        "expires_at": expires,
+        "manifest_hash": "0" * 64,
+        "provider": "fake",
+        "quiesced": {"excluded": [], "frozen": [], "stopped": []},
+        "sandbox_id": "s1",
+        "snapshot_id": "snap",
+    }
 
 
 def test_fork_points_and_child_segment_import() -> None:
@@ -250,8 +321,9 @@ def test_fork_points_and_child_segment_import() -> None:
         fork_point(imp.fold, hashes, eid(2), now=10)
     assert info.value.code == "no_snapshot_boundary"
     point = fork_point(imp.fold, hashes, eid(4), now=10)
-    header, fork_ev = child_lines(thread_id=T, parent_branch_id=B, point=point, new_branch_id=B2, epoch=2,
-                                  now=10, sandbox_id="s2")
+    header, fork_ev = child_lines(
+        thread_id=T, parent_branch_id=B, point=point, new_branch_id=B2, epoch=2, now=10, sandbox_id="s2"
+    )
     parent_through = b"\n".join(b.lines[:5]) + b"\n"
     child = parent_through + header.raw + b"\n" + fork_ev.raw + b"\n" + head_line(B2, 5, fork_ev.hash) + b"\n"
     imp2 = import_log(child, now=10)
@@ -277,28 +349,35 @@ def test_fast_path_agrees_with_rfc8785_on_fuzzed_values() -> None:
     import rfc8785
 
     rng = random.Random(8785)
-    alphabet = "ab\"\\/\x00\x01\x1f\x7f é€\u2028\uffff\U0001f600 "
+    alphabet = 'ab"\\/\x00\x01\x1f\x7f é€\u2028\uffff\U0001f600 '
 
     def value(depth: int = 0) -> Any:
         r = rng.random()
         if depth > 3 or r < 0.35:
-            return rng.choice([
-                lambda: "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))),
-                lambda: rng.randint(-(2**53) + 1, 2**53 - 1),
-                lambda: rng.choice([0.5, 1e21, 1e-7, 123.456, -2.0, 1e300]),
-                lambda: rng.choice([True, False, None]),
-            ])()
+            return rng.choice(
+                [
+                    lambda: "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))),
+                    lambda: rng.randint(-(2**53) + 1, 2**53 - 1),
+                    lambda: rng.choice([0.5, 1e21, 1e-7, 123.456, -2.0, 1e300]),
+                    lambda: rng.choice([True, False, None]),
+                ]
+            )()
         if r < 0.7:
-            return {"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 3))): value(depth + 1)
-                    for _ in range(rng.randint(0, 4))}
+            return {
+                "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 3))): value(depth + 1)
+                for _ in range(rng.randint(0, 4))
+            }
         return [value(depth + 1) for _ in range(rng.randint(0, 4))]
 
     for _ in range(3000):
         v = {"v": value()}
         good = rfc8785.dumps(v)
         assert admit(good) == json.loads(good)
-        for bad in (json.dumps(v, ensure_ascii=False).encode(), json.dumps(v, sort_keys=True).encode(),
-                    json.dumps(v, sort_keys=True, separators=(",", ":")).encode()):
+        for bad in (
+            json.dumps(v, ensure_ascii=False).encode(),
+            json.dumps(v, sort_keys=True).encode(),
+            json.dumps(v, sort_keys=True, separators=(",", ":")).encode(),
+        ):
             if bad != good:
                 with pytest.raises(NotCanonical):
                     admit(bad)

@@ -50,7 +50,8 @@ def reference(schemas: Any) -> dict[str, Any]:
 
 def ours(entry: str) -> Any:
     return {"envelope": V.validate_envelope, "header": V.validate_header, "head": V.validate_head}.get(
-        entry) or V.EVENT_VALIDATORS[entry[3:]]
+        entry
+    ) or V.EVENT_VALIDATORS[entry[3:]]
 
 
 def verdicts(entry: str, value: Any, reference: dict[str, Any]) -> tuple[bool, bool]:
@@ -207,7 +208,8 @@ def mutate(value: Any, rng: random.Random, pool: list[str]) -> Any:
             del parent[key]
         elif op < 0.25 and isinstance(node, dict):
             node[rng.choice(["zz_extra", "type", "text", "ref", "principal", "code"])] = rng.choice(
-                ["x", 1, None, {"issuer": "i", "tenant": "t", "subject": "s"}])
+                ["x", 1, None, {"issuer": "i", "tenant": "t", "subject": "s"}]
+            )
         elif op < 0.45:
             parent[key] = rng.choice(pool)
         elif op < 0.55 and isinstance(node, str):
@@ -261,33 +263,57 @@ def targeted(bases: dict[str, list[Any]]) -> list[tuple[str, Any]]:
         lambda e: (e["data"].update(reason="fallback"), e.update(actor=dict(user))),
         lambda e: (e["data"].update(reason="fallback"), e.update(actor={"kind": "host"})),
     )
-    part_types = ["text", "tool_use", "reasoning", "hosted_tool", "citation", "image_ref", "audio_ref",
-                  "document_ref", "video", 1, None]
+    part_types = [
+        "text",
+        "tool_use",
+        "reasoning",
+        "hosted_tool",
+        "citation",
+        "image_ref",
+        "audio_ref",
+        "document_ref",
+        "video",
+        1,
+        None,
+    ]
 
     def set_part_type(t: Any) -> Any:
         def f(e: dict[str, Any]) -> None:
             for part in e["data"].get("content", []):
                 if isinstance(part, dict):
                     part["type"] = t
+
         return f
 
     for type_ in ("model_response", "tool_result", "user_input", "steer", "tool_result_late"):
-        variants(type_, *(set_part_type(t) for t in part_types),
-                 lambda e: e["data"].update(content=[{"type": "text", "text": "a"}, "text"]),
-                 lambda e: e["data"].update(content=[]))
-    variants("context_edited",
-             lambda e: e["data"].update(reason="provider"),
-             lambda e: e["data"].update(edits=[{"call_id": "c", "action": "redact"}]),
-             lambda e: e["data"].update(edits=[{"call_id": "c", "action": "clear", "part": 1}]),
-             lambda e: e["data"].update(edits=[{"call_id": "c", "action": "redact", "part": 0,
-                                                "spans": [{"start": 0, "end": 2}]}]))
-    variants("effect_resolved",
-             *(lambda e, o=o, b=b: e["data"].update(outcome=o, by=b)
-               for o in ("confirmed_success", "safe_to_retry", "not_sent", "interrupted", "assume_done")
-               for b in ("provider_dedup", "reconcile", "adapter", "sandbox_terminated", "human")))
-    variants("handoff",
-             lambda e: (e["data"].update(forwarded="none"), e["data"].pop("forwarded_ref", None)),
-             lambda e: e["data"].update(forwarded="summary"))
+        variants(
+            type_,
+            *(set_part_type(t) for t in part_types),
+            lambda e: e["data"].update(content=[{"type": "text", "text": "a"}, "text"]),
+            lambda e: e["data"].update(content=[]),
+        )
+    variants(
+        "context_edited",
+        lambda e: e["data"].update(reason="provider"),
+        lambda e: e["data"].update(edits=[{"call_id": "c", "action": "redact"}]),
+        lambda e: e["data"].update(edits=[{"call_id": "c", "action": "clear", "part": 1}]),
+        lambda e: e["data"].update(
+            edits=[{"call_id": "c", "action": "redact", "part": 0, "spans": [{"start": 0, "end": 2}]}]
+        ),
+    )
+    variants(
+        "effect_resolved",
+        *(
+            lambda e, o=o, b=b: e["data"].update(outcome=o, by=b)
+            for o in ("confirmed_success", "safe_to_retry", "not_sent", "interrupted", "assume_done")
+            for b in ("provider_dedup", "reconcile", "adapter", "sandbox_terminated", "human")
+        ),
+    )
+    variants(
+        "handoff",
+        lambda e: (e["data"].update(forwarded="none"), e["data"].pop("forwarded_ref", None)),
+        lambda e: e["data"].update(forwarded="summary"),
+    )
     return out
 
 

@@ -334,90 +334,13 @@ def _store_call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) ->
 
 
 def import_into_store(store: _Store, imp: Imported, *, tenant: str, now: int) -> str:
-    """Store the verified export `imp` segment by segment (ancestors first).
+    """Store the verified export (see `store.importing`); one-line errors for people."""
+    from .store.importing import import_into_store as store_import
 
-    A branch that does not exist is created (its header, then its lines in one `append`). For a
-    branch that exists, the stored lines must equal the file's byte for byte over their overlap
-    (else `seq_conflict` at the first differing seq); lines past the stored head are appended.
-    Identical bytes are a no-op. A torn tail's dropped bytes are kept as an artifact and the
-    branch is left `inspection_only` with head_verified false. Not atomic across segments, but
-    re-running the same import completes it.
-    """
-    from .canonical import canonical_bytes
-    from .errors import LogError
-
-    ev = store.events
-    created = appended = 0
-    last = len(imp.segments) - 1
-    for i, seg in enumerate(imp.segments):
-        rec = _store_call("read head", ev.head, seg.branch_id)
-        unverified = i == last and not imp.head_verified
-        if rec is None:
-            rec = _store_call(
-                f"create branch {seg.branch_id}",
-                ev.create_branch,
-                thread_id=seg.thread_id,
-                tenant=tenant,
-                branch_id=seg.branch_id,
-                header=seg.header,
-                parent_branch_id=seg.parent_branch_id,
-                fork_at_seq=seg.fork_at_seq,
-                state="inspection_only" if unverified else "ready",
-                writer_impl=seg.writer.get("impl", "threads-aws"),
-                head_verified=not unverified,
-                # a child's head starts at the parent's line at fork_at_seq (= fork.at_hash)
-                head_hash=imp.segments[i - 1].last.hash if seg.parent_branch_id is not None else None,
-                create_thread=seg.parent_branch_id is None,
-                now_ms=now,
-            )
-            created += 1
-        else:
-            if rec.tenant != tenant:
-                raise CliError(f"branch {seg.branch_id} belongs to another tenant")
-            if rec.header_hash and rec.header_hash != seg.header.hash:
-                raise LogError("seq_conflict", 0, f"branch {seg.branch_id} has another header")
-        base = seg.fork_at_seq or 0
-        stored_hi = min(rec.head_seq, seg.last.seq if seg.lines else base)
-        if stored_hi > base:
-            stored = _store_call(f"read branch {seg.branch_id}", ev.read, seg.branch_id, base + 1, stored_hi)
-            by_seq = {line.seq: line.raw for line in stored}
-            for line in seg.lines:
-                if line.seq > stored_hi:
-                    break
-                if by_seq.get(line.seq) != line.raw:
-                    raise LogError("seq_conflict", line.seq, f"branch {seg.branch_id} stores other bytes")
-        todo = [line for line in seg.lines if line.seq > rec.head_seq]
-        if todo:
-            _store_call(
-                f"append to {seg.branch_id}",
-                ev.append,
-                seg.branch_id,
-                todo,
-                expected_head_seq=rec.head_seq,
-                epoch=max(line.epoch for line in todo),
-                now_ms=now,
-            )
-            appended += len(todo)
-        if unverified:
-            # semantics §1 "Torn tail": the dropped bytes are kept as an artifact, the branch
-            # gets head_verified=0 and state inspection_only.
-            dropped = None
-            if imp.torn is not None:
-                ref = _store_call(
-                    "store the torn tail", store.artifacts.put, imp.torn, "application/octet-stream"
-                )
-                dropped = canonical_bytes(ref).decode("utf-8")
-            _store_call(
-                f"mark {seg.branch_id} inspection_only",
-                ev.set_state,
-                seg.branch_id,
-                "inspection_only",
-                head_verified=False,
-                dropped_ref=dropped,
-            )
-    if created == 0 and appended == 0:
+    report = _store_call("import", store_import, store.events, store.artifacts, imp, tenant=tenant, now=now)
+    if report.noop:
         return "already stored (no-op)"
-    return f"{created} branch(es) created, {appended} line(s) appended"
+    return f"{report.created} branch(es) created, {report.appended} line(s) appended"
 
 
 def _export_from_store(args: argparse.Namespace) -> int:

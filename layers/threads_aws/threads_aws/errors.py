@@ -11,7 +11,9 @@ class LogError(Exception):
         self.code = code
         self.seq = seq
         self.message = message or code
-        super().__init__(f"{code}" + (f" at seq {seq}" if seq is not None else "") + (f": {message}" if message else ""))
+        super().__init__(
+            f"{code}" + (f" at seq {seq}" if seq is not None else "") + (f": {message}" if message else "")
+        )
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"code": self.code}

@@ -92,7 +92,9 @@ class Fold:
     message_ids: set[str] = field(default_factory=set)
     boundary_after: dict[int, bool] = field(default_factory=dict)
     compacted_ranges: list[tuple[int, int]] = field(default_factory=list)
-    snapshots: dict[int, tuple[bool, int | None, str]] = field(default_factory=dict)  # seq -> (quiescent, expires, id)
+    snapshots: dict[int, tuple[bool, int | None, str]] = field(
+        default_factory=dict
+    )  # seq -> (quiescent, expires, id)
     last_compacted_seq: int = 0
     # usage
     usage_in: int = 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import canonical_bytes, new_uuid7, sha256_hex
+from .canonical import canonical_bytes, new_uuid7
 from .errors import LogError
 from .fold import Fold
 from .lines import StoredLine, header_line
@@ -52,11 +52,15 @@ def child_lines(
 ) -> tuple[StoredLine, StoredLine]:
     """The child's header and its `fork` event (seq = at_seq + 1, chained to the header)."""
     header = StoredLine.of_header(header_line(thread_id, new_branch_id, now))
-    data: dict[str, Any] = {"at_hash": point.line_hash, "parent_branch_id": parent_branch_id, "reason": reason}
+    data: dict[str, Any] = {
+        "at_hash": point.line_hash,
+        "parent_branch_id": parent_branch_id,
+        "reason": reason,
+    }
     if reason == "snapshot":
         data["sandbox_id"] = sandbox_id
         data["knowledge_policy"] = knowledge_policy
-    event = {
+    event: dict[str, Any] = {
         "actor": {"kind": "host"},
         "branch_id": new_branch_id,
         "critical": True,
@@ -71,7 +75,4 @@ def child_lines(
         "type_version": 1,
     }
     raw = canonical_bytes(event)
-    return header, StoredLine(
-        seq=event["seq"], raw=raw, hash=sha256_hex(raw), event_id=event["event_id"], type="fork",
-        epoch=epoch, critical=True, event=event,
-    )
+    return header, StoredLine.of_event(raw, event)

@@ -75,13 +75,25 @@ def fork(
     assert thread_id is not None
     child_id = new_branch_id or new_uuid7()
     header, _ = child_lines(
-        thread_id=thread_id, parent_branch_id=branch_id, point=point, new_branch_id=child_id,
-        epoch=1, now=now, sandbox_id="-", knowledge_policy=knowledge_policy,
+        thread_id=thread_id,
+        parent_branch_id=branch_id,
+        point=point,
+        new_branch_id=child_id,
+        epoch=1,
+        now=now,
+        sandbox_id="-",
+        knowledge_policy=knowledge_policy,
     )
     chain_epoch = max(ev["epoch"] for ev in fold.events if ev["seq"] <= point.seq)
     store.create_branch(
-        thread_id=thread_id, tenant=tenant, branch_id=child_id, header=header,
-        parent_branch_id=branch_id, fork_at_seq=point.seq, state="forking", head_hash=point.line_hash,
+        thread_id=thread_id,
+        tenant=tenant,
+        branch_id=child_id,
+        header=header,
+        parent_branch_id=branch_id,
+        fork_at_seq=point.seq,
+        state="forking",
+        head_hash=point.line_hash,
         head_epoch=chain_epoch,
     )
     row = ledger.open(tenant=tenant, owner_branch_id=child_id, provider=sandbox.name, kind="sandbox", now=now)
@@ -114,8 +126,14 @@ def fork(
         failpoint("before_fork_event")
     lease = store.acquire_lease(child_id, "fork:" + new_uuid7(), ttl_ms=60_000, now_ms=now)
     _, fork_line = child_lines(
-        thread_id=thread_id, parent_branch_id=branch_id, point=point, new_branch_id=child_id,
-        epoch=lease.epoch, now=now, sandbox_id=restored.sandbox_id, knowledge_policy=knowledge_policy,
+        thread_id=thread_id,
+        parent_branch_id=branch_id,
+        point=point,
+        new_branch_id=child_id,
+        epoch=lease.epoch,
+        now=now,
+        sandbox_id=restored.sandbox_id,
+        knowledge_policy=knowledge_policy,
     )
     # The fork event must pass validate_next over the resolved chain like any other line.
     import_log(_chain_through(parent, point.seq) + header.raw + b"\n" + fork_line.raw + b"\n", now=now)

@@ -161,7 +161,9 @@ class Importer:
         if not self.segments:
             raise LogError("invalid_transition", 0, "empty log")
         if self.expect_fork:
-            raise LogError("invalid_transition", self.last_seq + 1, "a child header must be followed by its fork")
+            raise LogError(
+                "invalid_transition", self.last_seq + 1, "a child header must be followed by its fork"
+            )
         head = self.head_value
         if head is None:
             return False

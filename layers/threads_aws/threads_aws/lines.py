@@ -65,5 +65,11 @@ def header_line(thread_id: str, branch_id: str, created_at: int) -> bytes:
 
 def head_line(branch_id: str, seq: int, hash_: str) -> bytes:
     return canonical_bytes(
-        {"branch_id": branch_id, "format": HEAD_FORMAT, "format_version": FORMAT_VERSION, "hash": hash_, "seq": seq}
+        {
+            "branch_id": branch_id,
+            "format": HEAD_FORMAT,
+            "format_version": FORMAT_VERSION,
+            "hash": hash_,
+            "seq": seq,
+        }
     )

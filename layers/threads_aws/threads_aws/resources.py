@@ -53,7 +53,9 @@ class ResourceLedger:
         )
         return row
 
-    def move(self, row: ResourceRow, to: str, *, ref: str | None = None, expect: tuple[str, ...] = ()) -> None:
+    def move(
+        self, row: ResourceRow, to: str, *, ref: str | None = None, expect: tuple[str, ...] = ()
+    ) -> None:
         """Compare-and-set the row's state (from its current state, or any of `expect`)."""
         names = {"#s": "state"}
         values: dict[str, Any] = {":to": {"S": to}}
@@ -77,7 +79,9 @@ class ResourceLedger:
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                raise LogError("resource_unknown", None, f"resource {row.resource_id} moved concurrently") from None
+                raise LogError(
+                    "resource_unknown", None, f"resource {row.resource_id} moved concurrently"
+                ) from None
             raise
         row.state = to
         if ref is not None:

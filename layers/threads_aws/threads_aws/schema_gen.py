@@ -53,8 +53,13 @@ OUT = HERE / "_validators.py"
 INLINE_MAX = 40  # inline a $ref whose expanded schema has at most this many subschemas
 ANNOTATIONS = frozenset({"description", "title", "$id", "$schema", "$comment", "examples", "deprecated"})
 ATOMS = {
-    "null": {"null"}, "boolean": {"boolean"}, "integer": {"int"}, "number": {"int", "frac"},
-    "string": {"string"}, "array": {"array"}, "object": {"object"},
+    "null": {"null"},
+    "boolean": {"boolean"},
+    "integer": {"int"},
+    "number": {"int", "frac"},
+    "string": {"string"},
+    "array": {"array"},
+    "object": {"object"},
 }
 ALL_ATOMS = frozenset({"null", "boolean", "int", "frac", "string", "array", "object"})
 DOLLAR_FINDER = re.compile(r"(?<!\\)\$")  # as fastjsonschema: every unescaped `$` -> `\Z`
@@ -72,7 +77,7 @@ def _rewrite(node: Any) -> Any:
     out = {k: _rewrite(v) for k, v in node.items()}
     ref = out.get("$ref")
     if isinstance(ref, str):
-        out["$ref"] = ref = "#/definitions/" + ref[len(PREFIX):] if ref.startswith(PREFIX) else ref
+        out["$ref"] = ref = "#/definitions/" + ref[len(PREFIX) :] if ref.startswith(PREFIX) else ref
         siblings = {k: v for k, v in out.items() if k != "$ref"}
         if siblings:
             out = {**siblings, "allOf": [{"$ref": ref}, *siblings.get("allOf", [])]}
@@ -87,7 +92,7 @@ def event_types(openapi: dict[str, Any]) -> dict[str, str]:
     schemas = openapi["components"]["schemas"]
     names: dict[str, str] = {}
     for alt in schemas["events_Event"]["allOf"][1]["oneOf"]:
-        name = alt["$ref"][len(PREFIX):]
+        name = alt["$ref"][len(PREFIX) :]
         names[schemas[name]["properties"]["type"]["const"]] = name
     return names
 
@@ -150,8 +155,14 @@ class Node:
     calls: list[str] = field(default_factory=list)
 
     def has_object(self) -> bool:
-        return bool(self.props or self.required or self.allowed is not None or self.addl
-                    or self.min_props is not None or self.max_props is not None)
+        return bool(
+            self.props
+            or self.required
+            or self.allowed is not None
+            or self.addl
+            or self.min_props is not None
+            or self.max_props is not None
+        )
 
     def has_array(self) -> bool:
         return bool(self.items or self.min_items is not None or self.max_items is not None)
@@ -166,8 +177,17 @@ class Node:
         return bool(self.any_of or self.one_of or self.nots or self.ites or self.calls)
 
     def trivial(self) -> bool:
-        return not (self.false or self.types is not None or self.consts or self.enums or self.has_object()
-                    or self.has_array() or self.has_string() or self.has_number() or self.has_combinators())
+        return not (
+            self.false
+            or self.types is not None
+            or self.consts
+            or self.enums
+            or self.has_object()
+            or self.has_array()
+            or self.has_string()
+            or self.has_number()
+            or self.has_combinators()
+        )
 
 
 def _json_type_atom(value: Any) -> str:
@@ -272,7 +292,7 @@ class Gen:
 
     @staticmethod
     def short(name: str) -> str:
-        return name[len("events_"):] if name.startswith("events_") else name
+        return name[len("events_") :] if name.startswith("events_") else name
 
     # ---- normalisation
     def size(self, name: str, stack: tuple[str, ...] = ()) -> int:
@@ -304,7 +324,7 @@ class Gen:
     def _ref_name(ref: str) -> str:
         if not ref.startswith(DEF_PREFIX):
             raise NotImplementedError(f"$ref {ref!r}")
-        return ref[len(DEF_PREFIX):]
+        return ref[len(DEF_PREFIX) :]
 
     def node(self, subs: list[Sub], force: bool = False) -> Node:
         n = Node()
@@ -477,8 +497,9 @@ class Gen:
         if c is not _NO:
             return [(self.const_expr(c, v), f"must be same as const definition: {c}")]
         if n.types is not None and not (known is not None and known <= n.types):
-            names = sorted(t for t, a in ATOMS.items()
-                           if a <= n.types and not (t == "integer" and "frac" in n.types))
+            names = sorted(
+                t for t, a in ATOMS.items() if a <= n.types and not (t == "integer" and "frac" in n.types)
+            )
             out.append((self.type_expr(n.types, v), "must be " + " or ".join(names)))
             known = n.types
         for c in n.consts:
@@ -488,11 +509,16 @@ class Gen:
         if n.has_string():
             conds = []
             if n.min_len is not None:
-                conds.append((f"{v}" if n.min_len == 1 else f"len({v}) >= {n.min_len}",
-                              f"must be longer than or equal to {n.min_len} characters"))
+                conds.append(
+                    (
+                        f"{v}" if n.min_len == 1 else f"len({v}) >= {n.min_len}",
+                        f"must be longer than or equal to {n.min_len} characters",
+                    )
+                )
             if n.max_len is not None:
-                conds.append((f"len({v}) <= {n.max_len}",
-                              f"must be shorter than or equal to {n.max_len} characters"))
+                conds.append(
+                    (f"len({v}) <= {n.max_len}", f"must be shorter than or equal to {n.max_len} characters")
+                )
             for p in n.patterns:
                 rx, meth = self.regex(p)
                 conds.append((f"{rx}.{meth}({v})", f"must match pattern {p}"))
@@ -500,8 +526,9 @@ class Gen:
         if n.has_number():
             conds = []
             if n.minimum is not None and n.maximum is not None:
-                conds.append((f"{n.minimum!r} <= {v} <= {n.maximum!r}",
-                              f"must be in [{n.minimum}, {n.maximum}]"))
+                conds.append(
+                    (f"{n.minimum!r} <= {v} <= {n.maximum!r}", f"must be in [{n.minimum}, {n.maximum}]")
+                )
             elif n.minimum is not None:
                 conds.append((f"{v} >= {n.minimum!r}", f"must be bigger than or equal to {n.minimum}"))
             else:
@@ -510,8 +537,9 @@ class Gen:
         return out
 
     @staticmethod
-    def _guarded(conds: list[tuple[str, str]], guard: str, known: frozenset[str] | None,
-                 kinds: frozenset[str]) -> list[tuple[str, str]]:
+    def _guarded(
+        conds: list[tuple[str, str]], guard: str, known: frozenset[str] | None, kinds: frozenset[str]
+    ) -> list[tuple[str, str]]:
         if known is not None and known <= kinds:
             return conds
         return [(f"(not {guard} or {c})", m) for c, m in conds]
@@ -549,8 +577,11 @@ class Gen:
                 sub.append(f"len({v}) <= {n.max_props}")
             if sub:
                 body = " and ".join(sub)
-                parts.append(body if known is not None and known <= {"object"}
-                             else f"(not isinstance({v}, dict) or {body})")
+                parts.append(
+                    body
+                    if known is not None and known <= {"object"}
+                    else f"(not isinstance({v}, dict) or {body})"
+                )
         for alts in n.any_of:
             parts.append("(" + " or ".join(self.bool_expr(a, v, known, depth + 1) for a in alts) + ")")
         for s in n.nots:
@@ -607,8 +638,9 @@ class Gen:
             self.fail(code, ind + 2, mode, path, m)
         self.fail(code, ind + 1, mode, path, atoms[-1][1])
 
-    def emit(self, code: Code, ind: int, n: Node, v: str, path: Path_, mode: str,
-             known: frozenset[str] | None) -> None:
+    def emit(
+        self, code: Code, ind: int, n: Node, v: str, path: Path_, mode: str, known: frozenset[str] | None
+    ) -> None:
         if n.false:
             self.fail(code, ind, mode, path, "must not be there")
             return
@@ -659,8 +691,9 @@ class Gen:
         code.add(ind + 1, f"e.path = {_path_expr(path)} + e.path")
         code.add(ind + 1, "raise")
 
-    def emit_object(self, code: Code, ind: int, n: Node, v: str, path: Path_, mode: str,
-                    known: frozenset[str] | None) -> None:
+    def emit_object(
+        self, code: Code, ind: int, n: Node, v: str, path: Path_, mode: str, known: frozenset[str] | None
+    ) -> None:
         if not (known is not None and known <= {"object"}):
             code.add(ind, f"if isinstance({v}, dict):")
             ind += 1
@@ -716,8 +749,11 @@ class Gen:
             if mode == "ok":
                 code.add(ind + 1, "return False")
             else:
-                code.add(ind + 1, f"raise SchemaError({_path_expr(path)}, 'must not contain '"
-                                  f" + str(sorted(set({v}) - {self.frozen(n.allowed)})) + ' properties')")
+                code.add(
+                    ind + 1,
+                    f"raise SchemaError({_path_expr(path)}, 'must not contain '"
+                    f" + str(sorted(set({v}) - {self.frozen(n.allowed)})) + ' properties')",
+                )
         if n.min_props is not None:
             code.add(ind, f"if len({v}) < {n.min_props}:")
             self.fail(code, ind + 1, mode, path, f"must contain at least {n.min_props} properties")
@@ -733,8 +769,9 @@ class Gen:
             code.add(ind + 1, f"if {k} not in {self.frozen(own)}:")
             self.emit(code, ind + 2, child, w, (*path, ("key", k)), mode, None)
 
-    def emit_array(self, code: Code, ind: int, n: Node, v: str, path: Path_, mode: str,
-                   known: frozenset[str] | None) -> None:
+    def emit_array(
+        self, code: Code, ind: int, n: Node, v: str, path: Path_, mode: str, known: frozenset[str] | None
+    ) -> None:
         if not (known is not None and known <= {"array"}):
             code.add(ind, f"if isinstance({v}, (list, tuple)):")
             ind += 1
@@ -786,8 +823,16 @@ class Gen:
             t &= {_json_type_atom(x) for x in en}
         return frozenset(t)
 
-    def emit_one_of(self, code: Code, ind: int, alts: list[Sub], v: str, path: Path_, mode: str,
-                    known: frozenset[str] | None) -> None:
+    def emit_one_of(
+        self,
+        code: Code,
+        ind: int,
+        alts: list[Sub],
+        v: str,
+        path: Path_,
+        mode: str,
+        known: frozenset[str] | None,
+    ) -> None:
         branches = [self.node([a]) for a in alts]
         msg = "must be valid exactly by one definition"
         key = self._discriminator(branches)
@@ -890,10 +935,14 @@ def generate(schemas_dir: Path | None = None) -> str:
     return (
         "# Generated by threads_aws.schema_gen from schemas/*.json. Do not edit.\n"
         "# ruff: noqa\n"
-        + RUNTIME + "\n\n"
-        + "\n".join(gen.const_lines) + "\n\n\n"
+        + RUNTIME
+        + "\n\n"
+        + "\n".join(gen.const_lines)
+        + "\n\n\n"
         + "".join(gen.funcs[k] + "\n\n\n" for k in sorted(gen.funcs))
-        + "EVENT_VALIDATORS = {\n" + table + "}\n"
+        + "EVENT_VALIDATORS = {\n"
+        + table
+        + "}\n"
     )
 
 

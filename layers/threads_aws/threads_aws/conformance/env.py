@@ -14,6 +14,7 @@ from ..importer import Imported
 from ..resources import ResourceLedger
 from ..store.artifacts import ArtifactStore
 from ..store.events import EventStore
+from ..store.importing import import_into_store
 
 TEMPLATE = Path(__file__).resolve().parents[4] / "template.yaml"
 _counter = itertools.count(1)
@@ -29,25 +30,8 @@ class CaseEnv:
     ledger: ResourceLedger
     tenant: str = "conformance"
 
-    def store_import(self, imported: Imported) -> None:
-        """Write a verified import into the store: one branch per segment, lines in batches."""
-        first = True
-        for seg in imported.segments:
-            parent_last = None
-            if seg.parent_branch_id is not None:
-                parent_last = next(s for s in imported.segments if s.branch_id == seg.parent_branch_id).last
-            self.store.create_branch(
-                thread_id=seg.thread_id, tenant=self.tenant, branch_id=seg.branch_id, header=seg.header,
-                parent_branch_id=seg.parent_branch_id, fork_at_seq=seg.fork_at_seq,
-                writer_impl=seg.writer["impl"], head_verified=imported.head_verified,
-                head_hash=parent_last.hash if parent_last else None, create_thread=first,
-            )
-            first = False
-            head = seg.fork_at_seq or 0
-            for i in range(0, len(seg.lines), 500):
-                batch = seg.lines[i : i + 500]
-                self.store.append(seg.branch_id, batch, expected_head_seq=head, epoch=max(x.epoch for x in batch))
-                head = batch[-1].seq
+    def store_import(self, imported: Imported, now: int) -> None:
+        import_into_store(self.store, self.artifacts, imported, tenant=self.tenant, now=now)
 
     def export(self, branch_id: str) -> bytes:
         return self.store.export(branch_id)
@@ -58,7 +42,9 @@ class CaseEnv:
         if not art_dir.is_dir():
             return None
         for f in sorted(art_dir.iterdir()):
-            self.s3.put_object(Bucket=self.artifacts.bucket, Key=self.artifacts.key(f.name), Body=f.read_bytes())
+            self.s3.put_object(
+                Bucket=self.artifacts.bucket, Key=self.artifacts.key(f.name), Body=f.read_bytes()
+            )
 
         def verify(imported: Imported) -> None:
             from ..render import verify_requests
@@ -72,8 +58,11 @@ def _start_moto() -> None:
     global _mock
     if _mock is not None:
         return
-    for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                 ("AWS_DEFAULT_REGION", "us-east-1")):
+    for k, v in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
         os.environ.setdefault(k, v)
     from moto import mock_aws
 

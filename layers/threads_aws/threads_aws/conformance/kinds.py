@@ -36,7 +36,12 @@ def _check_state(expected: dict[str, Any], served: Imported, now: int) -> None:
 
 
 def _import(
-    env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dict[str, Any], *, verify_requests: bool = False
+    env: CaseEnv,
+    case_dir: Path,
+    case: dict[str, Any],
+    expected: dict[str, Any],
+    *,
+    verify_requests: bool = False,
 ) -> tuple[Imported, Imported] | None:
     """Import the case log into the store; returns (as imported, as the store serves it), or
     None when the expected error was produced. Only the render kind verifies request bytes at
@@ -49,9 +54,11 @@ def _import(
     except LogError as exc:
         _error_outcome(expected, exc)
         return None
-    env.store_import(imported)
+    env.store_import(imported, now)
     served = import_log(env.export(imported.branch_id), now=now)
-    _expect("served bytes", _committed(data, imported), env.export(imported.branch_id)[: imported.committed_bytes])
+    _expect(
+        "served bytes", _committed(data, imported), env.export(imported.branch_id)[: imported.committed_bytes]
+    )
     _expect("input file unchanged", sha256_hex(data), sha256_hex(path.read_bytes()))
     return imported, served
 
@@ -92,7 +99,9 @@ def run_render(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dic
         return
     if "render" in expected:
         _expect("render.next_request_sha256", expected["render"]["next_request_sha256"], sha256_hex(nxt))
-        _expect("render.declared_prefix", expected["render"]["declared_prefix"], render.declared_prefix(events))
+        _expect(
+            "render.declared_prefix", expected["render"]["declared_prefix"], render.declared_prefix(events)
+        )
     req = case_dir / "request.bytes"
     if req.exists():
         _expect("request.bytes", sha256_hex(req.read_bytes()), sha256_hex(nxt))
@@ -121,7 +130,9 @@ def _expect_appended(expected: dict[str, Any], appended: list[dict[str, Any]]) -
         return
     want = expected["appended"]
     if len(want) != len(appended) or not all(_match(m, e) for m, e in zip(want, appended, strict=True)):
-        brief = [{"type": e["type"], "seq": e["seq"], "epoch": e["epoch"], "data": e["data"]} for e in appended]
+        brief = [
+            {"type": e["type"], "seq": e["seq"], "epoch": e["epoch"], "data": e["data"]} for e in appended
+        ]
         raise Mismatch(f"appended: expected {json.dumps(want)} got {json.dumps(brief)}")
 
 
@@ -133,7 +144,9 @@ def run_fork(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dict[
     now = case["clock"]["now"]
     _check_state(expected, served, now)
     inp = case.get("input", {})
-    script = json.loads((case_dir / "sandbox.json").read_text()) if (case_dir / "sandbox.json").exists() else {}
+    script = (
+        json.loads((case_dir / "sandbox.json").read_text()) if (case_dir / "sandbox.json").exists() else {}
+    )
     sandbox = ScriptedSandbox(script)
     parent_id = imported.branch_id
     before = env.export(parent_id)
@@ -147,9 +160,16 @@ def run_fork(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dict[
     error: LogError | None = None
     try:
         result = fork(
-            env.store, env.ledger, sandbox, tenant=env.tenant, branch_id=parent_id,
-            event_id=inp["fork_at_event_id"], new_branch_id=child_id,
-            knowledge_policy=inp.get("knowledge_policy", "pinned"), now=now, failpoint=failpoint,
+            env.store,
+            env.ledger,
+            sandbox,
+            tenant=env.tenant,
+            branch_id=parent_id,
+            event_id=inp["fork_at_event_id"],
+            new_branch_id=child_id,
+            knowledge_policy=inp.get("knowledge_policy", "pinned"),
+            now=now,
+            failpoint=failpoint,
         )
     except LogError as exc:
         error = exc
@@ -174,7 +194,9 @@ def run_fork(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dict[
     if fk.get("parent_unchanged"):
         _expect("fork.parent_unchanged", sha256_hex(before), sha256_hex(env.export(parent_id)))
     if "knowledge_revision" in fk:
-        _expect("fork.knowledge_revision", fk["knowledge_revision"], result.knowledge_revision if result else None)
+        _expect(
+            "fork.knowledge_revision", fk["knowledge_revision"], result.knowledge_revision if result else None
+        )
     if "child_state" in fk:
         _expect("fork.child_state", fk["child_state"], record.state if record else None)
     if "resources" in expected:

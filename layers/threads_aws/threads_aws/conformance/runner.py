@@ -24,11 +24,38 @@ LATER = {
     "security": "reserved kind with no runner definition yet",
     "parity": "reserved kind with no runner definition yet",
 }
-CASE_KEYS = {"name", "family", "kind", "description", "clock", "model_script", "sandbox_script",
-             "stub_script", "input", "expect"}
-EXPECTED_KEYS = {"outcome", "error", "state", "committed_bytes", "appended", "sandbox", "fork", "resources",
-                 "render", "head_verified", "stubs", "responses", "inbox", "decisions", "projections",
-                 "threads", "api", "user_inputs"}
+CASE_KEYS = {
+    "name",
+    "family",
+    "kind",
+    "description",
+    "clock",
+    "model_script",
+    "sandbox_script",
+    "stub_script",
+    "input",
+    "expect",
+}
+EXPECTED_KEYS = {
+    "outcome",
+    "error",
+    "state",
+    "committed_bytes",
+    "appended",
+    "sandbox",
+    "fork",
+    "resources",
+    "render",
+    "head_verified",
+    "stubs",
+    "responses",
+    "inbox",
+    "decisions",
+    "projections",
+    "threads",
+    "api",
+    "user_inputs",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +74,20 @@ class Mismatch(Exception):
 
 def _expect(what: str, expected: Any, got: Any) -> None:
     if expected != got:
-        raise Mismatch(f"{what}: expected {json.dumps(expected, sort_keys=True)} got {json.dumps(got, sort_keys=True)}")
+        raise Mismatch(
+            f"{what}: expected {json.dumps(expected, sort_keys=True)} got {json.dumps(got, sort_keys=True)}"
+        )
 
 
 def run_case(case_dir: Path, env_factory: Any = None) -> CaseResult:
     name = case_dir.name
     try:
         case = json.loads((case_dir / "case.json").read_text())
-        expected = json.loads((case_dir / "expected.json").read_text()) if (case_dir / "expected.json").exists() else None
+        expected = (
+            json.loads((case_dir / "expected.json").read_text())
+            if (case_dir / "expected.json").exists()
+            else None
+        )
     except (OSError, ValueError) as exc:
         return CaseResult(name, "FAIL", f"unreadable case: {exc}")
     kind = case.get("kind")
@@ -67,16 +100,20 @@ def run_case(case_dir: Path, env_factory: Any = None) -> CaseResult:
         return CaseResult(name, "FAIL", f"unknown kind {kind!r}")
     if expected is None:
         return CaseResult(name, "FAIL", "missing expected.json")
-    from .kinds import run_fork, run_reduce, run_render
     from .env import case_env
+    from .kinds import run_fork, run_reduce, run_render
 
     try:
         with case_env(env_factory) as env:
-            {"reduce": run_reduce, "fork": run_fork, "render": run_render}[kind](env, case_dir, case, expected)
+            {"reduce": run_reduce, "fork": run_fork, "render": run_render}[kind](
+                env, case_dir, case, expected
+            )
     except Mismatch as exc:
         return CaseResult(name, "FAIL", str(exc))
     except LogError as exc:  # an unexpected typed failure
-        return CaseResult(name, "FAIL", f"expected {expected.get('outcome')} got error {exc.code} at seq {exc.seq}")
+        return CaseResult(
+            name, "FAIL", f"expected {expected.get('outcome')} got error {exc.code} at seq {exc.seq}"
+        )
     return CaseResult(name, "PASS")
 
 
