@@ -95,8 +95,10 @@ def admit(raw: bytes) -> dict[str, Any]:
     if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH and (raw.isascii() or max(raw) < 0xF0):
         try:
             value = _orjson_loads(raw)
-            if type(value) is dict and _orjson_dumps(value, option=_FAST) == raw and not _has_float(value):
-                return value
+            if type(value) is dict and _orjson_dumps(value, option=_FAST) == raw:
+                # A canonical float token holds '.' or a signed exponent; most lines have neither.
+                if (b"." not in raw and b"e+" not in raw and b"e-" not in raw) or not _has_float(value):
+                    return value
         except (orjson.JSONDecodeError, orjson.JSONEncodeError):
             pass
     return _admit_exact(raw)
