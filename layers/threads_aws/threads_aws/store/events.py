@@ -91,6 +91,7 @@ from .records import (
     Head,
     Lease,
     NotFound,
+    SideConditionFailed,
     StateConflict,
     branch_key,
     thread_branch_item,
@@ -202,9 +203,15 @@ class EventStore:
         head_epoch: int = 0,
         create_thread: bool = False,
         now_ms: int | None = None,
+        lines: Sequence[StoredLine] = (),
+        extra_items: Sequence[dict[str, Any]] = (),
     ) -> BranchRecord:
         """Create a branch: its head item, its header line (seq 0) and its thread-index entry, in
         one transaction.
+
+        ``lines`` (its first events) and ``extra_items`` (side records such as an idempotency
+        receipt, as TransactWriteItems entries) commit in the same transaction, so a new thread
+        is never visible without them. A failed side condition raises SideConditionFailed.
 
         With ``create_thread=True`` the thread's META item is created in the same transaction
         (this branch becomes its main branch); otherwise the thread must exist and belong to
@@ -231,6 +238,14 @@ class EventStore:
             raise ValueError("header names another branch or thread")
         created_at = int(hv.get("created_at", now_ms if now_ms is not None else self.clock()))
         head_seq = fork_at_seq or 0
+        for i, line in enumerate(lines):
+            if line.seq != head_seq + 1 + i:
+                raise ValueError(f"line {i} has seq {line.seq}, expected {head_seq + 1 + i}")
+        if len(lines) + len(extra_items) + 6 > MAX_TXN_ITEMS:
+            raise ValueError("too many initial lines and side items for one transaction")
+        if lines:
+            head_hash = lines[-1].hash
+            head_epoch = max(head_epoch, *(line.epoch for line in lines))
         head: dict[str, Any] = {
             **branch_key(branch_id),
             "kind": _S("branch"),
@@ -238,7 +253,7 @@ class EventStore:
             "thread_id": _S(thread_id),
             "tenant": _S(tenant),
             "state": _S(state),
-            "head_seq": _N(head_seq),
+            "head_seq": _N(lines[-1].seq if lines else head_seq),
             "head_hash": _S(head_hash or header.hash),
             "head_epoch": _N(head_epoch),
             "head_verified": {"BOOL": bool(head_verified)},
@@ -313,9 +328,28 @@ class EventStore:
                     )
                 }
             )
+        base = len(items)
+        items.extend(
+            {
+                "Put": {
+                    "TableName": self.events_table,
+                    "Item": self._line_item(branch_id, line),
+                    "ConditionExpression": "attribute_not_exists(#seq)",
+                    "ExpressionAttributeNames": {"#seq": "seq"},
+                }
+            }
+            for line in lines
+        )
+        side = len(items)
+        items.extend(extra_items)
         reasons = self._transact(items)
         if reasons is not None:
             failed = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
+            side_failed = [i for i in failed if i >= side]
+            if side_failed:
+                raise SideConditionFailed(side_failed[0] - side, reasons[side_failed[0]].get("Item"))
+            if any(base <= i < side for i in failed):
+                raise AlreadyExists(f"branch {branch_id} has lines")
             if 0 in failed or 1 in failed:
                 raise AlreadyExists(f"branch {branch_id} exists")
             if 3 in failed:
@@ -442,8 +476,13 @@ class EventStore:
         expected_head_seq: int,
         epoch: int,
         now_ms: int | None = None,
+        extra_items: Sequence[dict[str, Any]] = (),
     ) -> Head:
-        """Commit `lines` (seqs expected_head_seq+1..) atomically; see the module docstring."""
+        """Commit `lines` (seqs expected_head_seq+1..) atomically; see the module docstring.
+
+        ``extra_items`` (TransactWriteItems entries: receipts, approval or question rows) commit
+        in the same transaction as the lines; the batch must then fit in one transaction. A
+        failed side condition raises SideConditionFailed and writes nothing."""
         if not lines:
             raise ValueError("nothing to append")
         for i, line in enumerate(lines):
@@ -453,6 +492,8 @@ class EventStore:
                 raise ValueError(f"line seq {line.seq} has epoch {line.epoch} above the writer's {epoch}")
         now = self.clock() if now_ms is None else now_ms
         chunks = self._chunks(lines)
+        if extra_items and (len(chunks) > 1 or len(lines) + len(extra_items) + 1 > MAX_TXN_ITEMS):
+            raise ValueError("side items need the batch to fit in one transaction")
         ctx: dict[str, Any] = {
             "branch_id": branch_id,
             "expected": expected_head_seq,
@@ -463,7 +504,7 @@ class EventStore:
             "now": now,
         }
         if len(chunks) == 1:
-            self._commit(chunks[0], mode="single", token=None, **ctx)
+            self._commit(chunks[0], mode="single", token=None, extra=extra_items, **ctx)
         else:
             token = new_uuid7()
             for i, chunk in enumerate(chunks):
@@ -500,6 +541,7 @@ class EventStore:
         last: StoredLine,
         head_epoch: int,
         now: int,
+        extra: Sequence[dict[str, Any]] = (),
     ) -> None:
         stage = token if mode in ("first", "middle") else None
         items: list[dict[str, Any]] = [
@@ -513,6 +555,8 @@ class EventStore:
             }
             for line in chunk
         ]
+        side = len(items)
+        items.extend(extra)
         e = _Expr()
         hs, le, he, st = e.n("head_seq"), e.n("lease_epoch"), e.n("head_epoch"), e.n("state")
         tok, texp, tep, tseq = (
@@ -565,6 +609,10 @@ class EventStore:
             return
         at = chunk[0].seq
         head_reason = reasons[-1] if len(reasons) == len(items) else {}
+        if head_reason.get("Code") != "ConditionalCheckFailed":
+            for i in range(side, side + len(extra)):
+                if i < len(reasons) and reasons[i].get("Code") == "ConditionalCheckFailed":
+                    raise SideConditionFailed(i - side, reasons[i].get("Item"))
         if head_reason.get("Code") != "ConditionalCheckFailed":
             # Only an event item's condition failed: a committed-looking item above the head.
             raise LogError("seq_conflict", at, "an event item already exists at a seq above the head")

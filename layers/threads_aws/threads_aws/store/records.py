@@ -42,6 +42,17 @@ class StateConflict(StoreError):
     """A conditional state change found another state."""
 
 
+class SideConditionFailed(StoreError):
+    """A caller-supplied item committed with an append (a receipt, an approval row, ...) failed
+    its condition, so nothing of the transaction was written. `index` is its position in the
+    caller's `extra_items`; `item` the stored item, when the service returned it."""
+
+    def __init__(self, index: int, item: dict | None = None) -> None:  # type: ignore[type-arg]
+        super().__init__(f"side item {index} failed its condition")
+        self.index = index
+        self.item = item
+
+
 # ---------------------------------------------------------------- keys
 
 

@@ -1,0 +1,193 @@
+"""The branch writer: every append (API controls, the run-step worker, recovery) goes through
+here, so every line is built the same way, passes `validate_next` before it is stored, and is
+committed with the store's fenced conditional write.
+
+Reads stay flat as a log grows: a process keeps each branch's verified fold (`View`) keyed by
+its head seq and refreshes it from the tail (one GetItem for the head, one Query for the new
+lines). A view whose append failed is dropped and rebuilt on the next load, so nothing that the
+store did not accept can leak into later decisions.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .canonical import canonical_bytes, new_uuid7
+from .errors import LogError
+from .fold import Fold
+from .importer import Importer
+from .lines import StoredLine
+from .store.events import EventStore
+from .store.records import BranchRecord, NotFound, wall_ms
+
+# `critical` is pinned per type (semantics.md §1): only these three may be skipped by readers.
+NON_CRITICAL = frozenset({"log_repaired", "park_escalated", "schedule_skipped"})
+CACHE_SIZE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """An event before it has a place in the chain."""
+
+    type: str
+    data: dict[str, Any]
+    actor: dict[str, Any]
+
+
+@dataclass
+class View:
+    """A verified, reduced branch as of `record.head_seq`."""
+
+    record: BranchRecord
+    importer: Importer
+
+    @property
+    def fold(self) -> Fold:
+        return self.importer.fold
+
+    @property
+    def branch_id(self) -> str:
+        return self.record.branch_id
+
+    @property
+    def head_seq(self) -> int:
+        return self.fold.head_seq
+
+    @property
+    def last_hash(self) -> str:
+        return self.importer.segments[-1].last.hash
+
+    @property
+    def thread_id(self) -> str:
+        return self.record.thread_id
+
+    def writer_epoch(self) -> int:
+        """The epoch a writer without its own lease appends under: never below the chain's,
+        never below a live lease's (so fencing still orders it after any older holder)."""
+        return max(self.record.lease_epoch, self.record.head_epoch, self.fold.epoch, 1)
+
+
+class Writer:
+    def __init__(self, store: EventStore, *, clock: Callable[[], int] = wall_ms) -> None:
+        self.store = store
+        self.clock = clock
+        self._views: OrderedDict[str, View] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -------------------------------------------------------------- reads
+    def record(self, branch_id: str) -> BranchRecord:
+        rec = self.store.head(branch_id)
+        if rec is None:
+            raise NotFound(f"branch {branch_id} not found")
+        return rec
+
+    def load(self, branch_id: str, *, record: BranchRecord | None = None) -> View:
+        """The branch's current view: cached and refreshed from the tail, or built from the
+        resolved chain on first use."""
+        rec = record or self.record(branch_id)
+        with self._lock:
+            view = self._views.pop(branch_id, None)
+        if view is not None and view.head_seq <= rec.head_seq:
+            try:
+                if view.head_seq < rec.head_seq:
+                    for line in self.store.read(branch_id, view.head_seq + 1, rec.head_seq):
+                        view.importer.feed(line.raw)
+                view.record = rec
+            except LogError:
+                view = None
+        else:
+            view = None
+        if view is None:
+            view = self._build(rec)
+        self._keep(view)
+        return view
+
+    def _build(self, rec: BranchRecord) -> View:
+        importer = Importer(now=self.clock())
+        for _seg, line in self.store.resolved_chain(rec.branch_id, rec=rec):
+            importer.feed(line.raw)
+        return View(rec, importer)
+
+    def _keep(self, view: View) -> None:
+        with self._lock:
+            self._views[view.branch_id] = view
+            while len(self._views) > CACHE_SIZE:
+                self._views.popitem(last=False)
+
+    def forget(self, branch_id: str) -> None:
+        with self._lock:
+            self._views.pop(branch_id, None)
+
+    # ------------------------------------------------------------- writes
+    def build(
+        self, view: View, drafts: Sequence[Draft], *, epoch: int, now: int | None = None
+    ) -> list[StoredLine]:
+        """Envelope, canonical bytes and hash chain for `drafts` after the view's head. Each line
+        is fed through the view's importer (schema + validate_next), so the view advances as if
+        stored; the caller must `commit` or `forget`."""
+        t = self.clock() if now is None else now
+        prev = view.last_hash
+        seq = view.head_seq
+        lines: list[StoredLine] = []
+        for d in drafts:
+            seq += 1
+            ev = {
+                "actor": d.actor,
+                "branch_id": view.branch_id,
+                "critical": d.type not in NON_CRITICAL,
+                "data": d.data,
+                "epoch": epoch,
+                "event_id": new_uuid7(),
+                "prev_hash": prev,
+                "seq": seq,
+                "thread_id": view.thread_id,
+                "time": t,
+                "type": d.type,
+                "type_version": 1,
+            }
+            raw = canonical_bytes(ev)
+            view.importer.feed(raw)
+            line = view.importer.segments[-1].lines[-1]
+            lines.append(line)
+            prev = line.hash
+        return lines
+
+    def append(
+        self,
+        branch_id: str,
+        drafts: Sequence[Draft],
+        *,
+        epoch: int | None = None,
+        view: View | None = None,
+        extra_items: Callable[[View, list[StoredLine]], Sequence[dict[str, Any]]] | None = None,
+        now: int | None = None,
+    ) -> tuple[View, list[StoredLine]]:
+        """Validate and commit `drafts` as the branch's next lines. `epoch` is the caller's lease
+        epoch (a control without a lease passes None: `View.writer_epoch`). Raises the store's
+        `seq_conflict` / `stale_epoch` on a lost race (the view is dropped: re-load and
+        re-decide), or the rule's LogError when the events are not a valid next step."""
+        view = view or self.load(branch_id)
+        expected = view.head_seq
+        ep = epoch if epoch is not None else view.writer_epoch()
+        try:
+            lines = self.build(view, drafts, epoch=ep, now=now)
+            side = list(extra_items(view, lines)) if extra_items is not None else []
+            head = self.store.append(
+                branch_id, lines, expected_head_seq=expected, epoch=ep, now_ms=now, extra_items=side
+            )
+        except BaseException:
+            self.forget(branch_id)
+            raise
+        view.record = _advanced(view.record, head.seq, head.hash, head.epoch)
+        self._keep(view)
+        return view, lines
+
+
+def _advanced(rec: BranchRecord, seq: int, hash_: str, epoch: int) -> BranchRecord:
+    from dataclasses import replace
+
+    return replace(rec, head_seq=seq, head_hash=hash_, head_epoch=max(rec.head_epoch, epoch))
