@@ -160,6 +160,9 @@ def dispatch(
     except Exception:  # noqa: BLE001 - the catch-all: logged, generic to the caller
         log.exception("unhandled error")
         return response(500, {"error": {"code": "internal", "message": "internal error"}})
+    if code == "invalid_request" and code not in codes:
+        # A malformed id on a route without invalid_request names nothing that exists.
+        code = "not_found"
     if code not in codes:
         log.error("route answered %s, which is not among its x-error-codes: %s", code, message)
         return response(500, {"error": {"code": "internal", "message": "internal error"}})

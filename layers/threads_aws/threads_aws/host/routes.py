@@ -1,0 +1,121 @@
+"""Every route: its operationId, its `x-error-codes` (a test checks them against
+schemas/openapi.json) and the call from a parsed Request into `Host`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .http import Request, response
+from .service import Host
+
+Call = Callable[[Host, Request], dict[str, Any]]
+
+_BASE = ("unauthenticated", "forbidden", "not_found")
+
+
+def _codes(*extra: str) -> frozenset[str]:
+    return frozenset((*_BASE, *extra))
+
+
+def _start_run(h: Host, r: Request) -> dict[str, Any]:
+    return response(202, h.start_run(r.who(), r.json("StartRunRequest"), r.header("Idempotency-Key")))
+
+
+def _subscribe(h: Host, r: Request) -> dict[str, Any]:
+    from . import sse
+
+    body = sse.subscribe(
+        h,
+        r.who(),
+        r.thread_id,
+        r.uuid_param("run_id") or "",
+        cursor=sse.resume_cursor(r.header("Last-Event-ID"), r.query.get("after_seq")),
+        window=sse.Window.from_env(),
+    )
+    return {
+        "statusCode": 200,
+        "headers": {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
+        "body": body.decode(),
+        "isBase64Encoded": False,
+    }
+
+
+ROUTES: dict[str, tuple[frozenset[str], Call]] = {
+    "startRun": (
+        _codes(
+            "invalid_request",
+            "branch_busy",
+            "branch_not_runnable",
+            "idempotency_key_reused",
+            "idempotency_key_principal_mismatch",
+        ),
+        _start_run,
+    ),
+    "subscribeRun": (_codes(), _subscribe),
+    "getTimeline": (
+        _codes("log_corrupt", "unsupported_format", "unsupported_critical_event"),
+        lambda h, r: response(200, h.timeline(r.who(), r.thread_id, r.branch_id)),
+    ),
+    "listBranches": (_codes(), lambda h, r: response(200, h.branches(r.who(), r.thread_id))),
+    "listForkPoints": (
+        _codes(),
+        lambda h, r: response(200, h.fork_points(r.who(), r.thread_id, r.branch_id)),
+    ),
+    "fork": (
+        _codes(
+            "invalid_request",
+            "sandbox_required",
+            "no_snapshot_boundary",
+            "snapshot_expired",
+            "snapshot_missing",
+            "snapshot_restore_failed",
+            "snapshot_manifest_mismatch",
+            "resource_unknown",
+            "egress_policy_unsupported",
+        ),
+        lambda h, r: response(201, h.fork(r.who(), r.thread_id, r.branch_id, r.json("ForkRequest"))),
+    ),
+    "listApprovals": (
+        _codes(),
+        lambda h, r: response(200, h.pending_approvals(r.who(), r.thread_id, r.branch_id)),
+    ),
+    "decideApproval": (
+        _codes(
+            "invalid_request", "approval_mismatch", "approval_expired", "approval_duplicate", "branch_busy"
+        ),
+        lambda h, r: response(
+            200,
+            h.decide_approval(
+                r.who(), r.thread_id, r.uuid_param("challenge_id") or "", r.json("ApprovalDecision")
+            ),
+        ),
+    ),
+    "answerQuestion": (
+        _codes("invalid_request", "no_open_question", "branch_busy"),
+        lambda h, r: response(
+            200, h.answer_question(r.who(), r.thread_id, r.call_id(), r.branch_id, r.json("Answer"))
+        ),
+    ),
+    "resolveParked": (
+        _codes("invalid_request", "not_parked", "branch_busy"),
+        lambda h, r: response(
+            200,
+            h.resolve_parked(
+                r.who(), r.thread_id, r.text_param("effect_key"), r.branch_id, r.json("ParkedResolution")
+            ),
+        ),
+    ),
+    "cancel": (
+        _codes("branch_busy"),
+        lambda h, r: response(200, h.cancel(r.who(), r.thread_id, r.branch_id)),
+    ),
+    "setModel": (
+        _codes("invalid_request", "invalid_transition", "branch_busy"),
+        lambda h, r: response(200, h.set_model(r.who(), r.thread_id, r.branch_id, r.json("SettingsChange"))),
+    ),
+    "setMode": (
+        _codes("invalid_request", "invalid_transition", "branch_busy"),
+        lambda h, r: response(200, h.set_mode(r.who(), r.thread_id, r.branch_id, r.json("ModeChange"))),
+    ),
+}

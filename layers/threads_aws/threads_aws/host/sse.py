@@ -1,0 +1,139 @@
+"""The run subscription (`GET /v1/threads/{thread_id}/runs/{run_id}/events`) as buffered SSE.
+
+API Gateway REST with a Python Lambda cannot stream, so one invocation serves one window:
+every committed event of the run after the cursor (`id: <seq>` + `data: {"kind":"event",...}`),
+then it waits for more by polling the branch head (one GetItem per poll) for at most
+SSE_WAIT_MS (default 20 s, under the 29 s gateway limit). If the run settles, the last message
+is `data: {"kind":"result","run_id","result": RunOutcome}` without an id and the response ends.
+Otherwise the window ends with `retry: <ms>`, and a standard EventSource reconnects with
+`Last-Event-ID` = the last seq it saw: the next window starts right after it, so a client sees
+no gap and no duplicate. Subscribing only reads the log.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ..projections import run_outcome
+from .principal import Principal
+
+DEFAULT_WAIT_MS = 20_000
+DEFAULT_POLL_MS = 500
+DEFAULT_RETRY_MS = 1_000
+MAX_WAIT_MS = 25_000  # the function's timeout is ~28 s; the gateway's 29 s
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    wait_ms: int = DEFAULT_WAIT_MS
+    poll_ms: int = DEFAULT_POLL_MS
+    retry_ms: int = DEFAULT_RETRY_MS
+
+    @classmethod
+    def from_env(cls) -> Window:
+        def num(name: str, default: int) -> int:
+            try:
+                return max(0, int(os.environ.get(name, default)))
+            except ValueError:
+                return default
+
+        return cls(
+            min(num("SSE_WAIT_MS", DEFAULT_WAIT_MS), MAX_WAIT_MS),
+            max(num("SSE_POLL_MS", DEFAULT_POLL_MS), 50),
+            num("SSE_RETRY_MS", DEFAULT_RETRY_MS),
+        )
+
+
+def event_message(ev: dict[str, Any]) -> bytes:
+    return b"id: %d\ndata: %s\n\n" % (ev["seq"], orjson.dumps({"kind": "event", "event": ev}))
+
+
+def result_message(run_id: str, outcome: dict[str, Any]) -> bytes:
+    return b"data: %s\n\n" % orjson.dumps({"kind": "result", "run_id": run_id, "result": outcome})
+
+
+def retry_message(ms: int) -> bytes:
+    return b"retry: %d\n\n" % ms
+
+
+def resume_cursor(last_event_id: str | None, after_seq: str | None) -> int:
+    """Last-Event-ID wins over after_seq; a value that is not a non-negative integer is ignored
+    (this route has no invalid_request), which replays from the run's start."""
+    for raw in (last_event_id, after_seq):
+        if raw is not None and raw.strip().isdigit():
+            return int(raw.strip())
+    return 0
+
+
+def parse_messages(body: str | bytes) -> list[dict[str, Any]]:
+    """Split an SSE body into messages ({id?, data?, retry?}) — for tests and clients."""
+    text = body.decode() if isinstance(body, bytes) else body
+    out = []
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        msg: dict[str, Any] = {}
+        for line in block.split("\n"):
+            field, _, value = line.partition(": ")
+            if field == "data":
+                msg["data"] = orjson.loads(value)
+            elif field in ("id", "retry"):
+                msg[field] = value
+        out.append(msg)
+    return out
+
+
+def subscribe(
+    host: Any,
+    principal: Principal,
+    thread_id: str,
+    run_id: str,
+    *,
+    cursor: int,
+    window: Window,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> bytes:
+    """One buffered window of the run's stream (see the module docstring)."""
+    rec, start = host.run_start(principal, thread_id, run_id)
+    deadline = monotonic() + window.wait_ms / 1000
+    out: list[bytes] = []
+    cursor = max(cursor, start - 1)
+    seen_head = -1
+    while True:
+        head = host.store.head(rec.branch_id)
+        if head is not None and head.head_seq != seen_head:
+            seen_head = head.head_seq
+            view = host._load(head)
+            events = view.fold.events
+            for ev in _run_events(events, view.fold.known, start, cursor):
+                out.append(event_message(ev))
+                cursor = ev["seq"]
+            outcome = run_outcome(events, run_id, thread_id=thread_id, branch_id=rec.branch_id)
+            if outcome is not None:
+                out.append(result_message(run_id, outcome))
+                return b"".join(out)
+        if monotonic() >= deadline:
+            out.append(retry_message(window.retry_ms))
+            return b"".join(out)
+        sleep(min(window.poll_ms / 1000, max(0.0, deadline - monotonic())))
+
+
+def _run_events(
+    events: list[dict[str, Any]], known: list[bool], start: int, cursor: int
+) -> Iterable[dict[str, Any]]:
+    """The run's committed events after `cursor`: from its user_input up to the next run's."""
+    for ev, k in zip(events, known, strict=True):
+        seq = ev["seq"]
+        if seq < start:
+            continue
+        if seq > start and ev["type"] == "user_input":
+            return
+        if seq > cursor and k:
+            yield ev
