@@ -1,0 +1,778 @@
+"""The run-step worker's core: `advance` drives one branch as far as it can go.
+
+Every decision is derived from the log alone (`Writer.load(branch).fold` plus a short backward
+scan of the open turn), so crash recovery is the normal path: a step that finds an open model
+request, a begun effect or an approved call it never dispatched continues from there. One loop
+iteration = one decision = one atomic append (a few events and their side rows in one
+transaction), then re-load and decide again, until the branch is parked or idle.
+
+Ordering guarantees:
+- request bytes are put to S3 before `model_request` is appended, and `model_request` is durable
+  before the model is called (C2);
+- `effect_begin` is durable and fenced before dispatch, and the lease is renewed right before the
+  tool body runs; a timeout/transport error after dispatch becomes `effect_unknown` + `parked`;
+- a `cancel_requested` barrier stops all dispatch: calls that never began close `not_executed`,
+  in-doubt effects settle or park first (rule 11), then `cancelled` + `turn_completed{cancelled}`.
+
+Races: controls from the API (approvals, answers, cancel, settings, mode) append under
+`View.writer_epoch()`, this worker under its lease epoch. A lost head race (`seq_conflict`)
+before a dispatch re-loads and re-decides; after a dispatch (a model answer, an effect's
+result) the same facts are re-appended on the new head ("sticky"), because they happened. A
+`stale_epoch` means another worker took the lease: stop at once and dispatch nothing more.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import render
+from ..canonical import canonical_bytes, canonical_hash, new_uuid7
+from ..errors import LogError
+from ..fold import Call, Fold
+from ..lines import StoredLine
+from ..output_schema import validates
+from ..store.artifacts import ArtifactStore
+from ..store.events import EventStore
+from ..store.records import Lease, wall_ms
+from ..writer import Draft, View, Writer
+from . import records
+from .models import ModelAdapter, ModelError, adapter_for
+from .permissions import Decision, PermissionEngine, category_of, suggested_rules
+from .tools import BUILTIN_EXECUTORS, Executor, ToolContext, ToolOutput, ToolUncertain
+
+LEASE_TTL_MS = 60_000
+DEADLINE_MARGIN_MS = 10_000  # stop and re-enqueue this long before the Lambda deadline
+APPROVAL_TTL_MS = 24 * 3_600_000
+QUESTION_TTL_MS = 24 * 3_600_000
+MAX_ATTEMPTS = 3  # model attempts per request (crash re-sends and provider failures)
+MAX_PAUSE_CONTINUATIONS = 3
+MAX_DECISIONS = 500  # per advance call; then `more`
+STICKY_RETRIES = 8
+
+HOST = {"kind": "host"}
+MODEL = {"kind": "model"}
+TOOL = {"kind": "tool"}
+RECOVERY = {"kind": "recovery"}
+
+ABANDON_REASONS = frozenset(
+    {
+        "crash",
+        "timeout",
+        "provider_error",
+        "stream_broken",
+        "cancelled",
+        "steered",
+        "rate_limited",
+        "overloaded",
+        "server_error",
+        "prompt_too_long",
+        "guardrail",
+    }
+)
+DEDUP_RESOLUTIONS = frozenset({"safe_to_retry", "not_sent", "assume_not_done"})
+ASSUMED_DONE_PREVIEW = "The effect was confirmed done; its output is not available."
+
+ModelResolver = Callable[[dict[str, Any], dict[str, Any]], ModelAdapter]
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    state: str  # idle | parked | more | busy
+    appended: int
+
+
+class _BranchCache:
+    """Per-branch incremental state fed from the committed events: the Render v1 renderer, the
+    current settings epoch and the thread's permission rules (so a step never re-walks the
+    whole log)."""
+
+    def __init__(self) -> None:
+        self.fed = 0
+        self.renderer = render.Renderer()
+        self.settings: dict[str, Any] = {}
+        self.thread_rules: list[tuple[str, str]] = []
+
+    def feed(self, events: Sequence[dict[str, Any]]) -> None:
+        for ev in events[self.fed :]:
+            t = ev["type"]
+            if t == "thread_started":
+                d = ev["data"]
+                self.settings = {
+                    "model": d["model"],
+                    "model_params": d["model_params"],
+                    "adapter": d["adapter"],
+                }
+                self.thread_rules = []
+            elif t == "settings_changed":
+                self.settings = dict(ev["data"]["settings"])
+            elif t == "permission_rule_added":
+                self.thread_rules.append((ev["data"]["rule"], ev["data"]["decision"]))
+            self.renderer.feed(ev)
+        self.fed = len(events)
+
+
+@dataclass
+class EngineContext:
+    writer: Writer
+    artifacts: ArtifactStore
+    ddb: Any
+    state_table: str
+    sqs: Any = None
+    queue_url: str | None = None
+    agents: dict[str, Any] | None = None
+    models: ModelResolver = adapter_for
+    clock: Callable[[], int] = wall_ms
+    tools: dict[str, Executor] = field(default_factory=lambda: dict(BUILTIN_EXECUTORS))
+    lease_ttl_ms: int = LEASE_TTL_MS
+    margin_ms: int = DEADLINE_MARGIN_MS
+    _caches: OrderedDict[str, _BranchCache] = field(default_factory=OrderedDict)
+
+    @property
+    def store(self) -> EventStore:
+        return self.writer.store
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, session: Any = None) -> EngineContext:
+        """Built once per container: clients, stores and the writer (its view cache lives as
+        long as the container)."""
+        import boto3
+
+        from ..agents import load_agents
+        from ..store.infra import Resources
+
+        res = Resources.from_env(os.environ if environ is None else environ)
+        session = session or boto3.session.Session()
+        ddb, s3, sqs = session.client("dynamodb"), session.client("s3"), session.client("sqs")
+        artifacts = ArtifactStore(s3, res.bucket)
+        store = EventStore(ddb, res.events_table, res.state_table, artifacts)
+        return cls(
+            writer=Writer(store),
+            artifacts=artifacts,
+            ddb=ddb,
+            state_table=res.state_table,
+            sqs=sqs,
+            queue_url=res.run_step_queue_url,
+            agents=load_agents(),
+        )
+
+    def cache(self, view: View) -> _BranchCache:
+        c = self._caches.pop(view.branch_id, None)
+        events = view.fold.events
+        if c is None or c.fed > len(events):
+            c = _BranchCache()
+        c.feed(events)
+        self._caches[view.branch_id] = c
+        while len(self._caches) > 64:
+            self._caches.popitem(last=False)
+        return c
+
+
+class _Stop(Exception):
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+
+def advance(ctx: EngineContext, branch_id: str, *, holder_id: str, deadline_ms: int) -> StepOutcome:
+    """Take the lease and drive the branch until it parks, goes idle, or the deadline nears."""
+    try:
+        lease = ctx.store.acquire_lease(branch_id, holder_id, ttl_ms=ctx.lease_ttl_ms, now_ms=ctx.clock())
+    except LogError as exc:
+        if exc.code == "branch_busy":
+            return StepOutcome("busy", 0)
+        raise
+    step = _Step(ctx, branch_id, lease)
+    try:
+        return StepOutcome(step.run(deadline_ms), step.appended)
+    finally:
+        try:
+            ctx.store.release(branch_id, step.lease)
+        except Exception:  # noqa: BLE001 - the lease lapses by itself; never mask the outcome
+            pass
+
+
+@dataclass
+class _Turn:
+    """The open turn, from a backward scan to its opening user_input."""
+
+    opener: dict[str, Any] | None = None
+    last_model: dict[str, Any] | None = None  # latest model_request/response/abandoned
+    pauses: int = 0
+
+
+def _scan_turn(f: Fold) -> _Turn:
+    t = _Turn()
+    for ev in reversed(f.events):
+        typ = ev["type"]
+        if typ in ("model_response", "model_response_recovered", "model_attempt_abandoned", "model_request"):
+            if t.last_model is None:
+                t.last_model = ev
+            if typ == "model_response" and ev["data"]["stop_reason"] == "pause_turn":
+                t.pauses += 1
+        elif typ == "user_input":
+            t.opener = ev
+            break
+    return t
+
+
+def _find_last(
+    f: Fold, typ: str, pred: Callable[[dict[str, Any]], bool], since_seq: int = 0
+) -> dict[str, Any] | None:
+    for ev in reversed(f.events):
+        if ev["seq"] <= since_seq:
+            return None
+        if ev["type"] == typ and pred(ev["data"]):
+            return ev
+    return None
+
+
+class _Step:
+    def __init__(self, ctx: EngineContext, branch_id: str, lease: Lease) -> None:
+        self.ctx = ctx
+        self.branch_id = branch_id
+        self.lease = lease
+        self.appended = 0
+
+    # ------------------------------------------------------------------ plumbing
+    def run(self, deadline_ms: int) -> str:
+        for _ in range(MAX_DECISIONS):
+            if self.ctx.clock() + self.ctx.margin_ms >= deadline_ms:
+                return "more"
+            try:
+                self.maybe_renew()
+                state = self.decide(self.ctx.writer.load(self.branch_id))
+            except _Stop as stop:
+                return stop.state
+            except LogError as exc:
+                if exc.code == "seq_conflict":
+                    continue  # a control landed: re-load and re-decide
+                if exc.code == "stale_epoch":
+                    return "busy"  # another worker holds the branch now
+                raise
+            if state is not None:
+                return state
+        return "more"
+
+    def maybe_renew(self, force: bool = False) -> None:
+        now = self.ctx.clock()
+        if force or self.lease.expires_at - now < self.ctx.lease_ttl_ms // 2:
+            self.lease = self.ctx.store.renew(
+                self.branch_id, self.lease, now_ms=now, ttl_ms=self.ctx.lease_ttl_ms
+            )
+
+    def append(
+        self,
+        view: View,
+        drafts: Sequence[Draft],
+        extra: Callable[[View, list[StoredLine]], Sequence[dict[str, Any]]] | None = None,
+    ) -> list[StoredLine]:
+        _, lines = self.ctx.writer.append(
+            self.branch_id, drafts, epoch=self.lease.epoch, view=view, extra_items=extra
+        )
+        self.appended += len(lines)
+        return lines
+
+    def append_sticky(self, build: Callable[[View], Sequence[Draft]]) -> list[StoredLine]:
+        """Record facts that already happened (a model answer, an effect's result): a lost head
+        race re-appends them on the new head; a lost lease stops (recovery takes over)."""
+        for _ in range(STICKY_RETRIES):
+            view = self.ctx.writer.load(self.branch_id)
+            try:
+                return self.append(view, build(view))
+            except LogError as exc:
+                if exc.code == "seq_conflict":
+                    continue
+                if exc.code == "stale_epoch":
+                    raise _Stop("busy") from exc
+                raise
+        raise _Stop("more")
+
+    # ------------------------------------------------------------------ decisions
+    def decide(self, view: View) -> str | None:
+        f = view.fold
+        if view.record.state != "ready" or f.status() == "inspection_only":
+            return "idle"
+        if self.resume_satisfied(view):
+            return None
+        for entry in f.effects.values():
+            if entry["status"] == "begun":  # its holder crashed between begin and commit
+                self.append(
+                    view,
+                    [
+                        Draft(
+                            "effect_unknown",
+                            {"call_id": entry["call_id"], "reason": "crash_after_begin"},
+                            RECOVERY,
+                        )
+                    ],
+                )
+                return None
+        turn = _scan_turn(f) if f.turn_open else _Turn()
+        opener_seq = turn.opener["seq"] if turn.opener else 0
+        cancel = self.open_cancel(f)
+        if not f.turn_open:
+            if cancel is not None and f.open_effects == 0:
+                self.append(view, [Draft("cancelled", {"request_event_id": cancel["event_id"]}, HOST)])
+                return None
+            return "parked" if f.parked else "idle"
+        if cancel is not None and cancel["seq"] > opener_seq:
+            return self.cancel_turn(view, cancel)
+        if f.parked:
+            return "parked"
+        if f.awaiting:
+            drafts = [
+                Draft(
+                    "model_attempt_abandoned",
+                    {"provider_outcome": "unknown", "reason": "crash", "request_event_id": rid},
+                    RECOVERY,
+                )
+                for rid in f.awaiting
+            ]
+            self.append(view, drafts)
+            return None
+        if f.pending:
+            return self.advance_call(view, f.calls[next(iter(f.pending))])
+        return self.next_model_step(view, turn)
+
+    def open_cancel(self, f: Fold) -> dict[str, Any] | None:
+        """The latest cancel_requested if no `cancelled` names it yet."""
+        if not f.last_cancel_seq:
+            return None
+        ev = f.events[f.last_cancel_seq - 1]
+        for later in f.events[f.last_cancel_seq :]:
+            if later["type"] == "cancelled" and later["data"]["request_event_id"] == ev["event_id"]:
+                return None
+        return ev
+
+    def resume_satisfied(self, view: View) -> bool:
+        """Close parks whose cause is settled but that nobody resumed (the API normally appends
+        `resumed` with its decision; this makes the worker robust to a control that didn't)."""
+        f = view.fold
+        for (kind, ident), addr in f.parked.items():
+            cause: dict[str, Any] | None = None
+            if kind == "approval":
+                ch = f.challenges.get(ident)
+                if ch is not None and ch.consumed:
+                    cause = _decision_event(f, ident)
+            elif kind == "effect":
+                entry = f.effects.get(ident)
+                if entry is not None and entry["status"] in ("resolved", "committed"):
+                    cause = _settling_event(f, entry["call_id"])
+            if cause is not None:
+                self.append(
+                    view,
+                    [Draft("resumed", {"address": dict(addr), "cause_event_id": cause["event_id"]}, HOST)],
+                )
+                return True
+        return False
+
+    # ------------------------------------------------------------------ cancel
+    def cancel_turn(self, view: View, cancel: dict[str, Any]) -> str | None:
+        f = view.fold
+        if f.awaiting:
+            drafts = [
+                Draft(
+                    "model_attempt_abandoned",
+                    {"provider_outcome": "unknown", "reason": "cancelled", "request_event_id": rid},
+                    RECOVERY,
+                )
+                for rid in f.awaiting
+            ]
+            self.append(view, drafts)
+            return None
+        closing: list[Draft] = []
+        for call_id in f.pending:
+            call = f.calls[call_id]
+            entry = f.effects.get(call.effect_key)
+            if entry is not None and entry["status"] == "unknown":
+                # In doubt: it settles through a human (C3) before `cancelled` (rule 11).
+                if ("effect", call.effect_key) in f.parked:
+                    return "parked"
+                self.append(view, [self.park_effect(call)])
+                return None
+            settled = self.settled_result(f, call) if entry is not None else None
+            closing.append(
+                settled or _result(call_id, "Not executed: the turn was cancelled.", "not_executed", True)
+            )
+        for addr in f.parked.values():
+            closing.append(
+                Draft("resumed", {"address": dict(addr), "cause_event_id": cancel["event_id"]}, HOST)
+            )
+        closing.append(Draft("cancelled", {"request_event_id": cancel["event_id"]}, HOST))
+        closing.append(Draft("turn_completed", {"reason": "cancelled"}, HOST))
+        self.append(view, closing)
+        return None
+
+    # ------------------------------------------------------------------ calls
+    def advance_call(self, view: View, call: Call) -> str | None:
+        f = view.fold
+        entry = f.effects.get(call.effect_key)
+        if entry is not None:
+            status = entry["status"]
+            if status == "unknown":
+                if self.dedup_covers(f, call):
+                    data = {"by": "provider_dedup", "call_id": call.call_id, "outcome": "safe_to_retry"}
+                    self.append(view, [Draft("effect_resolved", data, RECOVERY)])
+                else:
+                    self.append(view, [self.park_effect(call)])
+                return None
+            settled = self.settled_result(f, call)
+            if settled is not None:
+                self.append(view, [settled])
+                return None
+            # resolved as not done / safe to retry: dispatch again under the same key
+            return self.dispatch(view, call, attempt=self.last_attempt(f, call) + 1)
+        if call.decision is None:
+            d = self.decision_for(view, call.name, call.input)
+            self.append(view, [Draft("permission_decision", d.data(call.call_id), HOST)])
+            return None
+        if call.decision == "deny":
+            self.append(
+                view, [_result(call.call_id, f"Permission denied for tool {call.name}.", "denied", True)]
+            )
+            return None
+        if call.decision == "ask":
+            ch_id, ch = next(
+                ((k, c) for k, c in f.challenges.items() if c.call_id == call.call_id), (None, None)
+            )
+            if ch is None or ch_id is None:
+                return self.request_approval(view, call)
+            if not ch.consumed:  # resumed without a decision: wait on it again
+                park = {"address": {"id": ch_id, "kind": "approval"}, "reason": "awaiting_approval"}
+                self.append(view, [Draft("parked", park, HOST)])
+                return None
+            if not call.approved:
+                self.append(view, [_result(call.call_id, "The approver denied this call.", "denied", True)])
+                return None
+        return self.dispatch(view, call, attempt=1)
+
+    def decision_for(self, view: View, name: str, args: dict[str, Any]) -> Decision:
+        f = view.fold
+        spec = f.tools.get(name)
+        mode = f.mode
+        if spec is None or (name != "ask_user" and name not in self.ctx.tools):
+            return Decision("deny", "default", None, mode)
+        schema = spec.get("input_schema")
+        if isinstance(schema, dict) and not validates(schema, args):
+            return Decision("deny", "default", None, mode)
+        engine = PermissionEngine(f.policy.get("permissions"), self.ctx.cache(view).thread_rules)
+        return engine.decide(name, args, category=category_of(spec["effect_class"]), mode=mode)
+
+    def request_approval(self, view: View, call: Call) -> str | None:
+        now = self.ctx.clock()
+        challenge_id = new_uuid7()
+        args_hash = canonical_hash(call.input)
+        expires = now + APPROVAL_TTL_MS
+        req = {
+            "args_hash": args_hash,
+            "call_id": call.call_id,
+            "challenge_id": challenge_id,
+            "expires_at": expires,
+        }
+        park = {
+            "address": {"id": challenge_id, "kind": "approval"},
+            "expires_at": expires,
+            "reason": "awaiting_approval",
+        }
+        rec = view.record
+        item = records.approval_item(
+            challenge_id=challenge_id,
+            tenant=rec.tenant,
+            thread_id=rec.thread_id,
+            branch_id=self.branch_id,
+            call_id=call.call_id,
+            args_hash=args_hash,
+            expires_at=expires,
+            tool=call.name,
+            input=call.input,
+            suggested_rules=suggested_rules(call.name, call.input),
+            created_at=now,
+        )
+        extra = [records.put_new(self.ctx.state_table, item)]
+        self.append(
+            view, [Draft("approval_requested", req, HOST), Draft("parked", park, HOST)], lambda v, ls: extra
+        )
+        return None
+
+    def ask_user(self, view: View, call: Call) -> str | None:
+        now = self.ctx.clock()
+        expires = now + QUESTION_TTL_MS
+        opener = _scan_turn(view.fold).opener
+        rec = view.record
+        item = records.question_item(
+            tenant=rec.tenant,
+            thread_id=rec.thread_id,
+            branch_id=self.branch_id,
+            call_id=call.call_id,
+            input=call.input,
+            expires_at=expires,
+            asked_by=(opener or {}).get("actor", {}).get("principal"),
+            created_at=now,
+        )
+        park = {
+            "address": {"id": call.call_id, "kind": "input"},
+            "expires_at": expires,
+            "reason": "awaiting_input",
+        }
+        extra = [records.put_new(self.ctx.state_table, item)]
+        self.append(view, [Draft("parked", park, HOST)], lambda v, ls: extra)
+        return None
+
+    def park_effect(self, call: Call) -> Draft:
+        park = {"address": {"id": call.effect_key, "kind": "effect"}, "reason": "effect_unknown"}
+        return Draft("parked", park, HOST)
+
+    def dedup_covers(self, f: Fold, call: Call) -> bool:
+        """An idempotent provider dedups on the effect key inside its window, counted from the
+        first dispatch: re-sending under the same key is safe (`safe_to_retry`)."""
+        spec = f.tools.get(call.name) or {}
+        window = spec.get("dedup_window_ms")
+        if call.effect_class != "idempotent" or not isinstance(window, int):
+            return False
+        first = next(
+            (
+                ev
+                for ev in f.events[call.seq :]
+                if ev["type"] == "effect_begin" and ev["data"]["call_id"] == call.call_id
+            ),
+            None,
+        )
+        return first is not None and self.ctx.clock() < first["time"] + window
+
+    def last_attempt(self, f: Fold, call: Call) -> int:
+        ev = _find_last(f, "effect_begin", lambda d: d["call_id"] == call.call_id, call.seq)
+        return int(ev["data"]["attempt"]) if ev else 0
+
+    def settled_result(self, f: Fold, call: Call) -> Draft | None:
+        """A committed or confirmed effect whose call has no result yet: the result comes from the
+        settlement record (`materialized_from_commit`), never from a new dispatch."""
+        entry = f.effects.get(call.effect_key)
+        if entry is None:
+            return None
+        if entry["status"] == "committed":
+            ev = _find_last(f, "effect_commit", lambda d: d["call_id"] == call.call_id, call.seq)
+            ref = ev["data"]["result_ref"] if ev else None
+        elif entry["status"] == "resolved":
+            ev = _find_last(f, "effect_resolved", lambda d: d["call_id"] == call.call_id, call.seq)
+            if ev is None or ev["data"]["outcome"] in DEDUP_RESOLUTIONS:
+                return None
+            ref = ev["data"].get("result_ref")
+        else:
+            return None
+        text, is_error = ASSUMED_DONE_PREVIEW, False
+        if ref is not None:
+            text, is_error = _read_result(self.ctx.artifacts.get_ref(ref))
+        return _result(call.call_id, text, "materialized_from_commit", is_error)
+
+    def dispatch(self, view: View, call: Call, *, attempt: int) -> str | None:
+        if call.name == "ask_user":
+            return self.ask_user(view, call)
+        executor = self.ctx.tools.get(call.name)
+        if executor is None:
+            self.append(
+                view, [_result(call.call_id, f"Tool {call.name} is not available.", "not_executed", True)]
+            )
+            return None
+        rec = view.record
+        readonly = call.effect_class == "read_only"
+        tc = ToolContext(
+            tenant=rec.tenant,
+            thread_id=rec.thread_id,
+            branch_id=self.branch_id,
+            call_id=call.call_id,
+            effect_key=None if readonly else call.effect_key,
+            attempt=attempt,
+            clock=self.ctx.clock,
+            ddb=self.ctx.ddb,
+            state_table=self.ctx.state_table,
+        )
+        if readonly:
+            out = _run(executor, call.input, tc)
+            drafts = []
+            if call.name == "todo_write" and not out.is_error:
+                drafts.append(
+                    Draft("todos_updated", {"call_id": call.call_id, "todos": call.input["todos"]}, TOOL)
+                )
+            drafts.append(_result(call.call_id, out.text, "executed", out.is_error))
+            self.append(view, drafts)  # a lost race re-decides: a read-only call may run again
+            return None
+        self.maybe_renew(force=True)
+        self.append(view, [Draft("effect_begin", {"attempt": attempt, "call_id": call.call_id}, HOST)])
+        self.maybe_renew(force=True)  # fencing: never run the body under a lease we lost
+        try:
+            out = executor(call.input, tc)
+        except ToolUncertain as exc:
+            reason = exc.reason if exc.reason in ("timeout", "transport_error") else "transport_error"
+            self._record_unknown(call, reason)
+            return None
+        except Exception:  # noqa: BLE001 - after dispatch, any failure is an unknown outcome
+            self._record_unknown(call, "transport_error")
+            return None
+        body = canonical_bytes({"is_error": out.is_error, "text": out.text})
+        ref = self.ctx.artifacts.put(body, "application/json")
+        self.append_sticky(
+            lambda v: [
+                Draft("effect_commit", {"call_id": call.call_id, "result_ref": ref}, HOST),
+                _result(call.call_id, out.text, "executed", out.is_error),
+            ]
+        )
+        return None
+
+    def _record_unknown(self, call: Call, reason: str) -> None:
+        self.append_sticky(
+            lambda v: [
+                Draft("effect_unknown", {"call_id": call.call_id, "reason": reason}, HOST),
+                self.park_effect(call),
+            ]
+        )
+
+    # ------------------------------------------------------------------ model
+    def next_model_step(self, view: View, turn: _Turn) -> str | None:
+        last = turn.last_model
+        if last is None:
+            return self.request(view, attempt=1)
+        d = last["data"]
+        if last["type"] == "model_attempt_abandoned":
+            req = _find_last(view.fold, "model_request", lambda x: True, 0)
+            attempt = int(req["data"]["attempt"]) if req else 1
+            if d.get("reason") == "prompt_too_long":
+                return self.complete_turn(view, "context_exhausted")
+            if attempt >= MAX_ATTEMPTS:
+                return self.complete_turn(view, "model_unavailable")
+            return self.request(view, attempt=attempt + 1)
+        stop = d["stop_reason"]
+        if any(p.get("type") == "tool_use" for p in d["content"]) or stop == "tool_use":
+            return self.request(view, attempt=1)
+        if stop in ("end_turn", "stop_sequence", "refusal"):
+            return self.complete_turn(view, "end_turn")
+        if stop == "pause_turn":
+            if turn.pauses > MAX_PAUSE_CONTINUATIONS:
+                return self.complete_turn(view, "error")
+            return self.request(view, attempt=1)
+        if stop == "max_tokens":
+            return self.complete_turn(view, "max_output")
+        if stop == "context_window_exceeded":
+            return self.complete_turn(view, "context_exhausted")
+        return self.complete_turn(view, "error")
+
+    def complete_turn(self, view: View, reason: str) -> str | None:
+        self.append(view, [Draft("turn_completed", {"reason": reason}, HOST)])
+        return None
+
+    def request(self, view: View, *, attempt: int) -> str | None:
+        cache = self.ctx.cache(view)
+        settings = cache.settings
+        try:
+            adapter = self.ctx.models(settings["model"], settings["adapter"])
+        except LookupError:
+            return self.complete_turn(view, "model_unavailable")
+        body = cache.renderer.request(self.ctx.artifacts.get_ref)
+        head = cache.renderer.line0()
+        prefix = {"bytes": len(head), "sha256": canonical_hash_bytes(head)}
+        ref = self.ctx.artifacts.put(body, "application/x-ndjson")  # the bytes first (C2)
+        self.maybe_renew(force=True)
+        lines = self.append(
+            view,
+            [
+                Draft(
+                    "model_request", {"attempt": attempt, "declared_prefix": prefix, "request_ref": ref}, HOST
+                )
+            ],
+        )
+        rid = lines[0].event_id
+        assert rid is not None
+        try:
+            result = adapter.complete(body, settings=settings, request_event_id=rid, branch_id=self.branch_id)
+        except ModelError as exc:
+            data: dict[str, Any] = {
+                "provider_outcome": "failed",
+                "reason": exc.reason if exc.reason in ABANDON_REASONS else "provider_error",
+                "request_event_id": rid,
+            }
+            if exc.http_status is not None:
+                data["http_status"] = exc.http_status
+            if exc.retry_after_ms is not None:
+                data["retry_after_ms"] = exc.retry_after_ms
+            self.append_sticky(lambda v: [Draft("model_attempt_abandoned", data, HOST)])
+            return None
+        except Exception:  # noqa: BLE001 - the request may have reached the provider
+            data = {"provider_outcome": "unknown", "reason": "provider_error", "request_event_id": rid}
+            self.append_sticky(lambda v: [Draft("model_attempt_abandoned", data, HOST)])
+            return None
+        response = {
+            "completeness": "complete",
+            "content": result.content,
+            "request_event_id": rid,
+            "stop_reason": result.stop_reason,
+            "usage": result.usage,
+        }
+
+        def build(v: View) -> list[Draft]:
+            drafts = [Draft("model_response", response, MODEL)]
+            for part in result.content:
+                if part.get("type") != "tool_use":
+                    continue
+                call = {
+                    "call_id": part["call_id"],
+                    "input": part["input"],
+                    "name": part["name"],
+                    "request_event_id": rid,
+                }
+                drafts.append(Draft("tool_call", call, MODEL))
+                decision = self.decision_for(v, part["name"], part["input"])
+                drafts.append(Draft("permission_decision", decision.data(part["call_id"]), HOST))
+            return drafts
+
+        self.append_sticky(build)
+        return None
+
+
+def _decision_event(f: Fold, challenge_id: str) -> dict[str, Any] | None:
+    for ev in reversed(f.events):
+        if (
+            ev["type"] in ("approval_granted", "approval_denied")
+            and ev["data"]["challenge_id"] == challenge_id
+        ):
+            return ev
+    return None
+
+
+def _settling_event(f: Fold, call_id: str) -> dict[str, Any] | None:
+    for ev in reversed(f.events):
+        if ev["type"] in ("effect_resolved", "effect_commit") and ev["data"]["call_id"] == call_id:
+            return ev
+    return None
+
+
+def canonical_hash_bytes(data: bytes) -> str:
+    from ..canonical import sha256_hex
+
+    return sha256_hex(data)
+
+
+def _result(call_id: str, text: str, origin: str, is_error: bool) -> Draft:
+    data = {
+        "call_id": call_id,
+        "completeness": "complete",
+        "is_error": is_error,
+        "origin": origin,
+        "preview": text,
+    }
+    return Draft("tool_result", data, TOOL if origin == "executed" else HOST)
+
+
+def _run(executor: Executor, args: dict[str, Any], tc: ToolContext) -> ToolOutput:
+    try:
+        return executor(args, tc)
+    except Exception as exc:  # noqa: BLE001 - a read-only tool's failure is its result
+        return ToolOutput(f"Error: {exc}", is_error=True)
+
+
+def _read_result(body: bytes) -> tuple[str, bool]:
+    import json
+
+    v = json.loads(body)
+    return str(v.get("text", "")), bool(v.get("is_error", False))

@@ -1,0 +1,91 @@
+"""Shared helpers of the engine tests (no tests of its own)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threads_aws import render
+from threads_aws.agents import load_agents
+from threads_aws.canonical import new_uuid7
+from threads_aws.engine.models import adapter_for
+from threads_aws.engine.step import EngineContext, StepOutcome, advance
+from threads_aws.importer import import_log
+from threads_aws.lines import StoredLine, header_line
+from threads_aws.writer import Draft, Writer
+
+ALICE = {"issuer": "api", "subject": "alice", "tenant": "acme"}
+USER = {"kind": "user", "principal": ALICE}
+APPROVER = {"kind": "approver", "principal": ALICE}
+
+
+def make_ctx(aws: Any, models: Any = None, **kw: Any) -> EngineContext:
+    writer = Writer(aws.events(), clock=aws.clock)
+    return EngineContext(
+        writer=writer,
+        artifacts=aws.artifacts(),
+        ddb=aws.ddb,
+        state_table=aws.resources.state_table,
+        sqs=aws.sqs,
+        queue_url=aws.resources.run_step_queue_url,
+        models=models or adapter_for,
+        clock=aws.clock,
+        **kw,
+    )
+
+
+def scripted(model: Any) -> Any:
+    return lambda _m, _a: model
+
+
+def new_thread(ctx: EngineContext, agent: str = "demo", **policy: Any) -> str:
+    thread_id, branch_id = new_uuid7(), new_uuid7()
+    header = StoredLine.of_header(header_line(thread_id, branch_id, ctx.clock()))
+    ctx.store.create_branch(
+        thread_id=thread_id, tenant="acme", branch_id=branch_id, header=header, create_thread=True
+    )
+    started = load_agents()[agent].thread_started()
+    if policy:
+        started["policy"]["permissions"].update(policy)
+    ctx.writer.append(branch_id, [Draft("thread_started", started, {"kind": "host"})])
+    return branch_id
+
+
+def say(ctx: EngineContext, branch_id: str, text: str) -> str:
+    _, lines = ctx.writer.append(branch_id, [Draft("user_input", {"source": "api", "text": text}, USER)])
+    return str(lines[0].event_id)
+
+
+def run(ctx: EngineContext, branch_id: str, holder: str = "worker-1") -> StepOutcome:
+    return advance(ctx, branch_id, holder_id=holder, deadline_ms=ctx.clock() + 10**9)
+
+
+def events(ctx: EngineContext, branch_id: str) -> list[dict[str, Any]]:
+    return list(ctx.writer.load(branch_id).fold.events)
+
+
+def types(ctx: EngineContext, branch_id: str, since: int = 0) -> list[str]:
+    return [e["type"] for e in events(ctx, branch_id)[since:]]
+
+
+def of_type(ctx: EngineContext, branch_id: str, typ: str) -> list[dict[str, Any]]:
+    return [e for e in events(ctx, branch_id) if e["type"] == typ]
+
+
+def verify_export(ctx: EngineContext, branch_id: str) -> Any:
+    """The exported branch re-imports clean and every request re-renders to its bytes."""
+    imp = import_log(ctx.store.export(branch_id))
+    render.verify_requests(imp.fold.events, ctx.artifacts.get_ref)
+    return imp
+
+
+def grant(ctx: EngineContext, branch_id: str, *, deny: bool = False) -> None:
+    """What the approvals API appends: the decision and `resumed`, under the writer epoch."""
+    f = ctx.writer.load(branch_id).fold
+    (challenge_id, ch) = next((k, c) for k, c in f.challenges.items() if not c.consumed)
+    data = {"args_hash": ch.args_hash, "call_id": ch.call_id, "challenge_id": challenge_id}
+    ctx.writer.append(branch_id, [Draft("approval_denied" if deny else "approval_granted", data, APPROVER)])
+    cause = ctx.writer.load(branch_id).fold.events[-1]["event_id"]
+    addr = {"id": challenge_id, "kind": "approval"}
+    ctx.writer.append(
+        branch_id, [Draft("resumed", {"address": addr, "cause_event_id": cause}, {"kind": "host"})]
+    )
