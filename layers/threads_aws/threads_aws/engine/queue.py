@@ -60,7 +60,9 @@ def handle_batch(event: dict[str, Any], context: Any, *, engine: EngineContext) 
             enqueue_step(engine.sqs, engine.queue_url, branch_id, reason="more")
         return outcome.state
 
+    # Report every failure as a partial failure (never raise): Lambda redelivers just those.
     processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+    processor.raise_on_entire_batch_failure = False  # not a constructor argument of the FIFO class
     response = process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )
