@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from threads_aws.canonical import canonical_bytes, new_uuid7
 from threads_aws.lines import StoredLine, header_line
+from threads_aws.local.moto_patch import speed_up_moto_transactions as _speed_up_moto_transactions
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "template.yaml"
@@ -62,63 +63,6 @@ class AwsEnv:
         from threads_aws.store import ThreadIndex
 
         return ThreadIndex(self.ddb, self.resources.state_table)
-
-
-def _speed_up_moto_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """moto's TransactWriteItems deep-copies every touched *table* once per TransactItem so it
-    can roll back, which is O(items in table x items in transaction): a 5,000-event branch took
-    ~8 minutes. Replace that with an equivalent per-key rollback: snapshot only the partitions
-    the transaction touches (shallow) and the items it updates in place (deep), and restore them
-    if moto raises. Semantics are unchanged; if moto's internals differ, leave it unpatched."""
-    import copy
-
-    try:
-        from moto.dynamodb import models as m
-        from moto.dynamodb.models.dynamo_type import DynamoType
-        from moto.dynamodb.models.table import Table
-
-        original = m.DynamoDBBackend.transact_write_items
-        assert m.copy is copy
-    except Exception:  # pragma: no cover - a moto version we don't know: stay slow but right
-        return
-
-    class _NoTableCopy:
-        @staticmethod
-        def deepcopy(x: Any, memo: Any = None) -> Any:
-            return x if isinstance(x, Table) else copy.deepcopy(x, memo)
-
-    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        saved: dict[tuple[int, Any], tuple[Any, Any, Any]] = {}
-        for entry in transact_items:
-            op_type, op = next(iter(entry.items()))
-            table = self.tables.get(op.get("TableName"))
-            src = op.get("Item") if op_type == "Put" else op.get("Key")
-            if table is None or not src or table.hash_key_attr not in src:
-                continue
-            h = DynamoType(src[table.hash_key_attr])
-            if (id(table), h) not in saved:
-                part = table.items.get(h) if h in table.items else None
-                snap = dict(part) if (part is not None and table.range_key_attr) else copy.deepcopy(part)
-                saved[(id(table), h)] = (table, h, snap)
-            if op_type == "Update" and table.range_key_attr and table.range_key_attr in src:
-                snap = saved[(id(table), h)][2]
-                r = DynamoType(src[table.range_key_attr])
-                if snap is not None and r in snap:
-                    snap[r] = copy.deepcopy(snap[r])
-        m.copy = _NoTableCopy  # type: ignore[assignment]
-        try:
-            return original(self, transact_items)
-        except Exception:
-            for table, h, snap in saved.values():
-                if snap is None:
-                    table.items.pop(h, None)
-                else:
-                    table.items[h] = snap
-            raise
-        finally:
-            m.copy = copy
-
-    monkeypatch.setattr(m.DynamoDBBackend, "transact_write_items", transact_write_items)
 
 
 @pytest.fixture

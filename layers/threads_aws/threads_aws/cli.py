@@ -444,6 +444,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default: stdout)")
     _add_common(p, artifacts_help="directory of artifacts named by their sha256 (for rendered parts)")
     p.set_defaults(func=cmd_render)
+
+    from .local.command import add_dev_parser
+
+    add_dev_parser(top)
     return parser
 
 

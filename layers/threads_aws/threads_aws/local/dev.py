@@ -1,0 +1,240 @@
+"""`threads-aws dev`: the host on one machine, with nothing but this repo and its dev extras.
+
+In one process: moto's threaded server on a free loopback port, holding DynamoDB, S3 and SQS
+created from template.yaml by `store.infra.create_resources` (the same definitions as a
+deployment); the API Gateway emulation of `gateway` on 127.0.0.1:PORT in front of the template's
+functions; and `pollers` feeding the SQS event sources to their functions.
+
+Why the moto *server* rather than `mock_aws`: handlers then run exactly as in Lambda, ordinary
+boto3 clients configured from the environment (AWS_ENDPOINT_URL), and other processes can reach
+the same data: `threads-aws log export --branch B` with the printed environment exports a
+branch the dev server wrote. Nothing outlives the process (moto keeps everything in memory).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from .gateway import Gateway, configure_logging, log, make_server, serve_in_thread
+from .pollers import Poller
+from .runtime import Handlers
+from .sam import Template, function_env, parse_template
+
+REGION = "us-east-1"
+DEV_TOKEN = "dev:api:local:alice"
+
+
+class DevError(Exception):
+    pass
+
+
+@dataclass
+class DevServer:
+    """Everything `threads-aws dev` runs; usable in process (tests) with start()/stop()."""
+
+    port: int = 8787
+    host: str = "127.0.0.1"
+    dev_tokens: bool = False
+    template_path: Path | None = None
+    prefix: str = "threads-local"
+    poller_concurrency: int = 2
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    moto: Any = None
+    moto_url: str = ""
+    resources: Any = None
+    template: Template | None = None
+    handlers: Handlers | None = None
+    gateway: Gateway | None = None
+    pollers: list[Poller] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    _server: Any = None
+    _thread: threading.Thread | None = None
+    _saved_env: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://{self.host}:{self._server.server_address[1]}"
+
+    def start(self) -> None:
+        try:
+            import boto3
+            from moto.server import ThreadedMotoServer
+        except ImportError as exc:
+            raise DevError(
+                f"`threads-aws dev` needs the dev extras ({exc.name} is missing): pip install -e '.[dev]'"
+            ) from None
+        from ..store.infra import create_resources, default_template_path
+        from .moto_patch import serialize_dynamodb, speed_up_moto_transactions
+
+        speed_up_moto_transactions()
+        serialize_dynamodb()
+        template_path = Path(self.template_path or default_template_path())
+        self.template = parse_template(template_path)
+        self.warnings += self.template.skipped
+
+        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.moto.start()
+        host, port = self.moto.get_host_and_port()
+        self.moto_url = f"http://{host}:{port}"
+        aws_env = {
+            "AWS_ENDPOINT_URL": self.moto_url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+        }
+        self._set_env(aws_env, unset=("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"))
+        session = boto3.Session(region_name=REGION)
+        self.resources = create_resources(template_path, session, prefix=self.prefix)
+
+        env, warnings = function_env(self.template, self.resources.physical, REGION, stack=self.prefix)
+        self.warnings += warnings
+        env.update(self.resources.env())
+        env["POWERTOOLS_TRACE_DISABLED"] = "true"  # no X-Ray daemon here
+        if self.dev_tokens:
+            env["THREADS_DEV_TOKENS"] = "1"
+        env.update(self.extra_env)
+        self.env = {**aws_env, **env}
+        self._set_env(env, unset=() if self.dev_tokens else ("THREADS_DEV_TOKENS",))
+
+        self.handlers = Handlers(self.template.functions, region=REGION)
+        for lid in self.template.functions:  # import now: errors show at start, requests are fast
+            try:
+                self.handlers.handler(lid)
+            except Exception as exc:
+                self.warnings.append(f"{lid}: handler not loadable ({exc.__class__.__name__}: {exc})")
+        self.gateway = Gateway(self.template, self.handlers, region=REGION)
+        self._server = make_server(self.gateway, self.host, self.port)
+        self._thread = serve_in_thread(self._server)
+
+        sqs = session.client("sqs")
+        for src in self.template.sqs:
+            url = self.resources.physical.get(src.queue)
+            if not src.enabled or not url:
+                self.warnings.append(f"{src.function}.{src.event}: queue {src.queue} not polled")
+                continue
+            poller = Poller(src, url, sqs, self.handlers, region=REGION, concurrency=self.poller_concurrency)
+            poller.start()
+            self.pollers.append(poller)
+
+    def stop(self) -> None:
+        for p in self.pollers:
+            p.stop()
+        self.pollers.clear()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self.moto is not None:
+            self.moto.stop()
+            self.moto = None
+        for k, v in self._saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        self._saved_env.clear()
+
+    def _set_env(self, env: dict[str, str], unset: tuple[str, ...] = ()) -> None:
+        for k in (*env, *unset):
+            self._saved_env.setdefault(k, os.environ.get(k))
+        for k in unset:
+            os.environ.pop(k, None)
+        os.environ.update(env)
+
+    # -- what the user is told
+
+    def token(self) -> tuple[str | None, str]:
+        """A bearer token for the user, and how it was made."""
+        if self.dev_tokens:
+            return DEV_TOKEN, "dev token: with --dev-tokens any bearer dev:<issuer>:<tenant>:<subject> works"
+        try:
+            from ..host.keys import ApiKeys
+        except ImportError:
+            return None, "no API keys in this build: restart with --dev-tokens"
+        import boto3
+
+        ddb = boto3.Session(region_name=REGION).client("dynamodb")
+        minted = ApiKeys(ddb, self.resources.state_table).create("local", "alice", "api")
+        return minted.token, "API key of tenant local, subject alice (in memory: gone when this stops)"
+
+    def banner(self) -> list[str]:
+        token, how = self.token()
+        lines = [f"ready {self.url}"]
+        shown = token or "<TOKEN>"
+        lines.append(f"token {shown}  ({how})")
+        key = f"demo-{uuid.uuid4().hex[:12]}"
+        body = '{"agent":"demo","input":"note: buy milk"}'
+        lines.append(
+            "try: curl -s -X POST "
+            + " ".join(
+                shlex.quote(a)
+                for a in (
+                    f"{self.url}/v1/runs",
+                    "-H",
+                    f"Authorization: Bearer {shown}",
+                    "-H",
+                    "Content-Type: application/json",
+                    "-H",
+                    f"Idempotency-Key: {key}",
+                    "-d",
+                    body,
+                )
+            )
+        )
+        lines.append(
+            "then: curl -sN -H "
+            + shlex.quote(f"Authorization: Bearer {shown}")
+            + f" {self.url}/v1/threads/<thread_id>/runs/<run_id>/events"
+        )
+        store_env = " ".join(
+            f"{k}={shlex.quote(self.env[k])}"
+            for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+            + ("EVENTS_TABLE", "STATE_TABLE", "ARTIFACTS_BUCKET")
+        )
+        lines.append(f"store: {store_env} threads-aws log export --branch <branch_id>")
+        return lines
+
+
+def run(port: int, dev_tokens: bool, template: str | None = None, out: TextIO | None = None) -> int:
+    """The command: start, print the banner, serve until Ctrl-C or SIGTERM, stop; exit 0."""
+    out = out or sys.stdout
+    # Our banner is the only thing on stdout: handlers' prints and loggers go to stderr.
+    sys.stdout = sys.stderr
+    configure_logging(verbose=True)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    server = DevServer(port=port, dev_tokens=dev_tokens, template_path=Path(template) if template else None)
+    try:
+        try:
+            server.start()
+        except OSError as exc:
+            raise DevError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+        for w in server.warnings:
+            log.warning("%s", w)
+        for line in server.banner():
+            print(line, file=out, flush=True)
+        while not stop.wait(0.5):
+            pass
+        log.info("stopping")
+        return 0
+    finally:
+        server.stop()
+        for s, h in previous.items():
+            signal.signal(s, h)
+        sys.stdout = out

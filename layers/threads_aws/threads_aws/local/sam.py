@@ -1,0 +1,316 @@
+"""What the local gateway needs to know from template.yaml: the functions (code, handler,
+timeout, environment), their Api and SQS event sources, the Api's authorizers and gateway
+responses. Read with the same CloudFormation loader as `store.infra`, resolved against the
+physical names `store.infra.create_resources` gave the data plane."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..store.infra import load_template
+
+ACCOUNT = "123456789012"
+
+
+@dataclass(frozen=True)
+class Function:
+    logical_id: str
+    code_dir: Path  # CodeUri, absolute
+    handler: str  # "app.handler": module path inside code_dir, then the attribute
+    timeout_s: int
+    memory_mb: int
+    environment: Mapping[str, Any]  # unresolved values (Ref/Sub/...)
+
+    def arn(self, region: str) -> str:
+        return f"arn:aws:lambda:{region}:{ACCOUNT}:function:{self.logical_id}"
+
+
+@dataclass(frozen=True)
+class ApiRoute:
+    function: str  # logical id
+    event: str  # the event's name in Events
+    api: str  # logical id of the AWS::Serverless::Api ("" for the implicit one)
+    path: str  # "/v1/threads/{thread_id}"
+    method: str  # "GET", ... or "ANY"
+    authorizer: str | None  # name in the Api's Authorizers; None: open
+
+
+@dataclass(frozen=True)
+class SqsSource:
+    function: str
+    event: str
+    queue: str  # logical id of the AWS::SQS::Queue
+    batch_size: int
+    report_failures: bool  # FunctionResponseTypes: [ReportBatchItemFailures]
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class Authorizer:
+    name: str
+    function: str  # logical id of its Lambda
+    payload: str  # "REQUEST" or "TOKEN"
+    headers: tuple[str, ...] = ()  # Identity.Headers: required identity sources
+    query: tuple[str, ...] = ()  # Identity.QueryStrings
+    token_header: str = "Authorization"  # TOKEN authorizers
+
+
+@dataclass(frozen=True)
+class GatewayResponse:
+    status: int | None
+    headers: Mapping[str, str]
+    templates: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Api:
+    logical_id: str
+    stage: str
+    default_authorizer: str | None
+    authorizers: Mapping[str, Authorizer]
+    gateway_responses: Mapping[str, GatewayResponse]
+    binary_media_types: tuple[str, ...] = ()
+
+
+@dataclass
+class Template:
+    path: Path
+    functions: dict[str, Function] = field(default_factory=dict)
+    routes: list[ApiRoute] = field(default_factory=list)
+    sqs: list[SqsSource] = field(default_factory=list)
+    apis: dict[str, Api] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # event sources we don't emulate
+    parameters: dict[str, str] = field(default_factory=dict)
+    global_env: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _name(v: Any) -> str | None:
+    """The logical id a !Ref / !GetAtt points at."""
+    if isinstance(v, dict):
+        if "Ref" in v:
+            return str(v["Ref"])
+        if "Fn::GetAtt" in v:
+            arg = v["Fn::GetAtt"]
+            return str(arg[0] if isinstance(arg, list) else arg.split(".", 1)[0])
+    return None
+
+
+def _str_or_param(v: Any, params: Mapping[str, str], default: str) -> str:
+    if isinstance(v, str):
+        return v
+    ref = _name(v)
+    if ref is not None and ref in params:
+        return params[ref]
+    return default
+
+
+def _unquote(v: Any) -> str:
+    s = str(v)
+    return s[1:-1] if len(s) >= 2 and s[0] == s[-1] == "'" else s
+
+
+def parse_template(path: str | os.PathLike[str]) -> Template:
+    path = Path(path).resolve()
+    doc = load_template(path)
+    params = {k: str(p["Default"]) for k, p in (doc.get("Parameters") or {}).items() if "Default" in p}
+    glob = (doc.get("Globals") or {}).get("Function") or {}
+    glob_api = (doc.get("Globals") or {}).get("Api") or {}
+    out = Template(
+        path=path, parameters=params, global_env=(glob.get("Environment") or {}).get("Variables") or {}
+    )
+    resources = doc["Resources"]
+
+    for lid, res in resources.items():
+        if res.get("Type") != "AWS::Serverless::Api":
+            continue
+        p = {**glob_api, **(res.get("Properties") or {})}
+        auth = p.get("Auth") or {}
+        authorizers: dict[str, Authorizer] = {}
+        for name, a in (auth.get("Authorizers") or {}).items():
+            fn = _name(a.get("FunctionArn"))
+            if fn is None:  # Cognito and friends: not emulated
+                out.skipped.append(f"{lid}: authorizer {name} (not a Lambda authorizer)")
+                continue
+            ident = a.get("Identity") or {}
+            payload = str(a.get("FunctionPayloadType") or "TOKEN").upper()
+            authorizers[name] = Authorizer(
+                name=name,
+                function=fn,
+                payload=payload,
+                headers=tuple(ident.get("Headers") or ()),
+                query=tuple(ident.get("QueryStrings") or ()),
+                token_header=str(ident.get("Header") or "Authorization"),
+            )
+        responses: dict[str, GatewayResponse] = {}
+        for kind, r in (p.get("GatewayResponses") or {}).items():
+            rp = r.get("ResponseParameters") or {}
+            headers = {str(k): _unquote(v) for k, v in (rp.get("Headers") or {}).items()}
+            status = r.get("StatusCode")
+            responses[str(kind)] = GatewayResponse(
+                status=int(_unquote(status)) if status is not None else None,
+                headers=headers,
+                templates={str(k): str(v) for k, v in (r.get("ResponseTemplates") or {}).items()},
+            )
+        default = auth.get("DefaultAuthorizer")
+        out.apis[lid] = Api(
+            logical_id=lid,
+            stage=_str_or_param(p.get("StageName"), params, "Prod"),
+            default_authorizer=str(default) if default and default != "NONE" else None,
+            authorizers=authorizers,
+            gateway_responses=responses,
+            binary_media_types=tuple(str(t).replace("~1", "/") for t in p.get("BinaryMediaTypes") or ()),
+        )
+
+    for lid, res in resources.items():
+        if res.get("Type") != "AWS::Serverless::Function":
+            continue
+        p = {**glob, **(res.get("Properties") or {})}
+        env = dict((glob.get("Environment") or {}).get("Variables") or {})
+        env.update(((res.get("Properties") or {}).get("Environment") or {}).get("Variables") or {})
+        code_uri = p.get("CodeUri")
+        if not isinstance(code_uri, str) or not isinstance(p.get("Handler"), str):
+            out.skipped.append(f"{lid}: no local CodeUri/Handler")
+            continue
+        out.functions[lid] = Function(
+            logical_id=lid,
+            code_dir=(path.parent / code_uri).resolve(),
+            handler=p["Handler"],
+            timeout_s=int(p.get("Timeout") or 3),
+            memory_mb=int(p.get("MemorySize") or 128),
+            environment=env,
+        )
+        for ev_name, ev in (p.get("Events") or {}).items():
+            kind = ev.get("Type")
+            ep = ev.get("Properties") or {}
+            if kind == "Api":
+                api = _name(ep.get("RestApiId")) or ""
+                if api not in out.apis:  # the implicit API: no auth, default responses
+                    out.apis.setdefault(api, Api(api, "Prod", None, {}, {}))
+                ev_auth = (ep.get("Auth") or {}).get("Authorizer")
+                authorizer = out.apis[api].default_authorizer if ev_auth is None else ev_auth
+                out.routes.append(
+                    ApiRoute(
+                        function=lid,
+                        event=ev_name,
+                        api=api,
+                        path=str(ep["Path"]),
+                        method=str(ep.get("Method", "ANY")).upper(),
+                        authorizer=None if authorizer in (None, "NONE", "AWS_IAM") else str(authorizer),
+                    )
+                )
+            elif kind == "SQS":
+                queue = _name(ep.get("Queue"))
+                if queue is None:
+                    out.skipped.append(f"{lid}.{ev_name}: SQS queue is not a template resource")
+                    continue
+                out.sqs.append(
+                    SqsSource(
+                        function=lid,
+                        event=ev_name,
+                        queue=queue,
+                        batch_size=int(ep.get("BatchSize") or 10),
+                        report_failures="ReportBatchItemFailures" in (ep.get("FunctionResponseTypes") or ()),
+                        enabled=ep.get("Enabled", True) not in (False, "false", "False"),
+                    )
+                )
+            else:
+                out.skipped.append(f"{lid}.{ev_name}: event type {kind} not emulated")
+        if p.get("FunctionUrlConfig"):
+            out.skipped.append(f"{lid}: function URL not emulated")
+    return out
+
+
+# ---------------------------------------------------------------- environment
+
+
+class Unresolved(Exception):
+    pass
+
+
+def resolve(v: Any, refs: Mapping[str, str], region: str) -> Any:
+    """Resolve Ref / GetAtt / Sub / Join against `refs` (parameters, pseudo parameters, physical
+    names); `X.Arn` of a resource is synthesised from its name."""
+    if isinstance(v, list):
+        return [resolve(x, refs, region) for x in v]
+    if not isinstance(v, dict):
+        return v
+    if len(v) == 1:
+        ((k, arg),) = v.items()
+        if k == "Ref":
+            if arg not in refs:
+                raise Unresolved(arg)
+            return refs[arg]
+        if k == "Fn::GetAtt":
+            lid, att = arg if isinstance(arg, list) else arg.split(".", 1)
+            return _att(lid, att, refs, region)
+        if k == "Fn::Sub":
+            text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], resolve(arg[1], refs, region))
+
+            def sub(m: re.Match[str]) -> str:
+                key = m.group(1)
+                if key in extra:
+                    return str(extra[key])
+                if "." in key:
+                    lid, att = key.split(".", 1)
+                    return _att(lid, att, refs, region)
+                if key in refs:
+                    return refs[key]
+                raise Unresolved(key)
+
+            return re.sub(r"\$\{([^}!]+)\}", sub, text)
+        if k == "Fn::Join":
+            sep, parts = arg
+            return sep.join(str(x) for x in resolve(parts, refs, region))
+    return {k: resolve(x, refs, region) for k, x in v.items()}
+
+
+def _att(lid: str, att: str, refs: Mapping[str, str], region: str) -> str:
+    if lid not in refs:
+        raise Unresolved(lid)
+    name = refs[lid]
+    if att == "Arn":
+        if name.startswith("http"):  # a queue url
+            return f"arn:aws:sqs:{region}:{ACCOUNT}:{name.rsplit('/', 1)[-1]}"
+        return f"arn:aws:local:{region}:{ACCOUNT}:{name}"
+    if att in ("QueueName", "Name"):
+        return name.rsplit("/", 1)[-1]
+    return name
+
+
+def function_env(
+    tpl: Template, physical: Mapping[str, str], region: str, stack: str = "threads"
+) -> tuple[dict[str, str], list[str]]:
+    """The union of every function's resolved environment, and warnings (unresolvable values,
+    two functions wanting different values for one variable: all handlers share one process)."""
+    refs = {
+        **tpl.parameters,
+        "AWS::Region": region,
+        "AWS::AccountId": ACCOUNT,
+        "AWS::StackName": stack,
+        "AWS::Partition": "aws",
+        "AWS::URLSuffix": "amazonaws.com",
+        **{lid: lid for lid in tpl.functions},
+        **physical,
+    }
+    env: dict[str, str] = {}
+    warnings: list[str] = []
+    for fn in tpl.functions.values():
+        for var, raw in fn.environment.items():
+            try:
+                value = resolve(raw, refs, region)
+            except Unresolved as exc:
+                warnings.append(f"{fn.logical_id}: {var} refers to {exc.args[0]}, not created locally")
+                continue
+            value = str(value).lower() if isinstance(value, bool) else str(value)
+            if var in env and env[var] != value:
+                warnings.append(
+                    f"{fn.logical_id}: {var}={value!r} differs from another function's; kept the first"
+                )
+                continue
+            env[var] = value
+    return env, warnings

@@ -1,0 +1,534 @@
+"""The local gateway (`threads-aws dev`): routing, proxy events, the authorizer and gateway
+responses, SQS pollers — on a small fixture template with fake handlers — and the command itself
+as a subprocess (ready line, one request, SIGTERM, exit 0)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from threads_aws.local.gateway import Gateway, Request, Router, make_server, serve_in_thread
+from threads_aws.local.pollers import Poller, failed_ids
+from threads_aws.local.runtime import Handlers, module_name
+from threads_aws.local.sam import ApiRoute, function_env, parse_template
+
+REPO = Path(__file__).resolve().parents[1]
+
+TEMPLATE = """\
+AWSTemplateFormatVersion: "2010-09-09"
+Transform: AWS::Serverless-2016-10-31
+Parameters:
+  Stage:
+    Type: String
+    Default: test
+Globals:
+  Function:
+    Runtime: python3.11
+    Timeout: 7
+    Environment:
+      Variables:
+        WORK_QUEUE_URL: !Ref WorkQueue
+        STAGE: !Ref Stage
+Resources:
+  WorkQueue:
+    Type: AWS::SQS::Queue
+    Properties:
+      VisibilityTimeout: 60
+  Api:
+    Type: AWS::Serverless::Api
+    Properties:
+      StageName: !Ref Stage
+      Auth:
+        DefaultAuthorizer: Authz
+        Authorizers:
+          Authz:
+            FunctionArn: !GetAtt AuthzFunction.Arn
+            FunctionPayloadType: REQUEST
+            Identity:
+              Headers: [Authorization]
+              ReauthorizeEvery: 0
+      GatewayResponses:
+        UNAUTHORIZED:
+          StatusCode: 401
+          ResponseParameters:
+            Headers:
+              Access-Control-Allow-Origin: "'*'"
+          ResponseTemplates:
+            application/json: '{"error":{"code":"unauthenticated","message":$context.error.messageString}}'
+        MISSING_AUTHENTICATION_TOKEN:
+          StatusCode: 404
+          ResponseTemplates:
+            application/json: '{"error":{"code":"not_found","message":"no such route"}}'
+  AuthzFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: functions/authz/
+      Handler: app.handler
+  EchoFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: functions/echo/
+      Handler: app.handler
+      Timeout: 3
+      Environment:
+        Variables:
+          ECHO_NAME: echo
+      Events:
+        GetThing:
+          Type: Api
+          Properties: {RestApiId: !Ref Api, Path: "/things/{id}", Method: GET}
+        PostThing:
+          Type: Api
+          Properties: {RestApiId: !Ref Api, Path: /things, Method: POST}
+        Health:
+          Type: Api
+          Properties:
+            RestApiId: !Ref Api
+            Path: /health
+            Method: GET
+            Auth:
+              Authorizer: NONE
+        Files:
+          Type: Api
+          Properties: {RestApiId: !Ref Api, Path: "/files/{proxy+}", Method: ANY}
+  OtherFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: functions/other/
+      Handler: app.handler
+      Events:
+        Literal:
+          Type: Api
+          Properties: {RestApiId: !Ref Api, Path: /things/special, Method: GET}
+        Boom:
+          Type: Api
+          Properties: {RestApiId: !Ref Api, Path: /boom, Method: GET}
+  WorkerFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: functions/worker/
+      Handler: app.handler
+      Events:
+        Work:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt WorkQueue.Arn
+            BatchSize: 5
+            FunctionResponseTypes: [ReportBatchItemFailures]
+"""
+
+AUTHZ = """\
+def handler(event, context):
+    token = (event["headers"] or {}).get("Authorization", "")
+    if token == "Bearer boom":
+        raise ValueError("authorizer bug")
+    if token == "Bearer broken":
+        return {"nope": 1}
+    if token not in ("Bearer good", "Bearer deny"):
+        raise Exception("Unauthorized")
+    LAST.append(event)
+    effect = "Deny" if token == "Bearer deny" else "Allow"
+    arn = event["methodArn"].split("/")[0] + "/*"
+    return {
+        "principalId": "api|t1|alice",
+        "policyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [{"Action": "execute-api:Invoke", "Effect": effect, "Resource": arn}],
+        },
+        "context": {"issuer": "api", "tenant": "t1", "subject": "alice", "n": 5, "ok": True},
+    }
+
+LAST = []
+"""
+
+ECHO = """\
+import json, os
+
+def handler(event, context):
+    return {
+        "statusCode": 200,
+        "headers": {"X-Echo": "1"},
+        "multiValueHeaders": {"Set-Cookie": ["a=1", "b=2"]},
+        "body": json.dumps({"event": event, "fn": context.function_name, "name": os.environ.get("ECHO_NAME"),
+                            "remaining": context.get_remaining_time_in_millis()}),
+    }
+"""
+
+OTHER = """\
+import base64
+
+def handler(event, context):
+    if event["resource"] == "/boom":
+        raise RuntimeError("boom")
+    return {"statusCode": 201, "headers": {"Content-Type": "application/octet-stream"},
+            "body": base64.b64encode(b"\\x00other").decode(), "isBase64Encoded": True}
+"""
+
+WORKER = """\
+import json
+
+SEEN = []
+
+def handler(event, context):
+    failures = []
+    for r in event["Records"]:
+        body = json.loads(r["body"])
+        SEEN.append(body["n"])
+        if body.get("fail"):
+            failures.append({"itemIdentifier": r["messageId"]})
+        if body.get("raise"):
+            raise RuntimeError("whole batch")
+    return {"batchItemFailures": failures}
+"""
+
+
+@pytest.fixture
+def fixture_template(tmp_path: Path) -> Path:
+    (tmp_path / "template.yaml").write_text(TEMPLATE)
+    for name, code in (("authz", AUTHZ), ("echo", ECHO), ("other", OTHER), ("worker", WORKER)):
+        d = tmp_path / "functions" / name
+        d.mkdir(parents=True)
+        (d / "app.py").write_text(textwrap.dedent(code))
+    return tmp_path / "template.yaml"
+
+
+@pytest.fixture
+def gw(fixture_template: Path) -> Gateway:
+    tpl = parse_template(fixture_template)
+    return Gateway(tpl, Handlers(tpl.functions))
+
+
+def call(
+    gw: Gateway,
+    method: str,
+    path: str,
+    *,
+    token: str | None = "good",
+    body: bytes = b"",
+    query: str = "",
+    headers: list[tuple[str, str]] | None = None,
+) -> tuple[int, Any, Any]:
+    hs = list(headers or [])
+    if token is not None:
+        hs.append(("Authorization", f"Bearer {token}"))
+    resp = gw.handle(Request(method, path, query, hs, body))
+    try:
+        payload = json.loads(resp.body)
+    except ValueError:
+        payload = resp.body
+    return resp.status, payload, resp
+
+
+# ---------------------------------------------------------------- template
+
+
+def test_template_model(fixture_template: Path) -> None:
+    tpl = parse_template(fixture_template)
+    assert set(tpl.functions) == {"AuthzFunction", "EchoFunction", "OtherFunction", "WorkerFunction"}
+    assert tpl.functions["EchoFunction"].timeout_s == 3
+    assert tpl.functions["AuthzFunction"].timeout_s == 7  # from Globals
+    routes = {(r.method, r.path): r for r in tpl.routes}
+    assert routes[("GET", "/health")].authorizer is None
+    assert routes[("GET", "/things/{id}")].authorizer == "Authz"
+    api = tpl.apis["Api"]
+    assert api.stage == "test"
+    assert api.authorizers["Authz"].function == "AuthzFunction"
+    assert api.authorizers["Authz"].headers == ("Authorization",)
+    assert api.gateway_responses["UNAUTHORIZED"].headers == {"Access-Control-Allow-Origin": "*"}
+    (src,) = tpl.sqs
+    assert (src.function, src.queue, src.batch_size, src.report_failures) == (
+        "WorkerFunction",
+        "WorkQueue",
+        5,
+        True,
+    )
+    env, warnings = function_env(tpl, {"WorkQueue": "http://q/123/work"}, "us-east-1")
+    assert env == {"WORK_QUEUE_URL": "http://q/123/work", "STAGE": "test", "ECHO_NAME": "echo"}
+    assert warnings == []
+
+
+def test_router_prefers_literals_then_params_then_greedy() -> None:
+    router = Router(
+        [
+            ApiRoute("A", "e", "", "/things/{id}", "GET", None),
+            ApiRoute("B", "e", "", "/things/special", "GET", None),
+            ApiRoute("C", "e", "", "/{proxy+}", "ANY", None),
+            ApiRoute("D", "e", "", "/things/{id}", "ANY", None),
+        ]
+    )
+    assert router.match("GET", "/things/special") == (router._routes[0].route, {})
+    route, params = router.match("GET", "/things/x%20y")  # type: ignore[misc]
+    assert (route.function, params) == ("A", {"id": "x y"})
+    route, params = router.match("DELETE", "/things/1")  # type: ignore[misc]
+    assert route.function == "D"
+    route, params = router.match("GET", "/a/b/c")  # type: ignore[misc]
+    assert (route.function, params) == ("C", {"proxy": "a/b/c"})
+    assert router.match("GET", "/") is None
+
+
+def test_handler_modules_are_distinct(fixture_template: Path) -> None:
+    tpl = parse_template(fixture_template)
+    handlers = Handlers(tpl.functions)
+    a, b = handlers.handler("EchoFunction"), handlers.handler("OtherFunction")
+    assert a is not b and a.__module__ != b.__module__
+    assert a.__module__ == module_name(tpl.functions["EchoFunction"])
+    assert handlers.handler("EchoFunction") is a  # loaded once
+
+
+# ---------------------------------------------------------------- proxy events
+
+
+def test_proxy_event_and_response(gw: Gateway) -> None:
+    status, out, resp = call(
+        gw, "GET", "/things/t-1", query="a=1&a=2&b=", headers=[("X-Multi", "1"), ("X-Multi", "2")]
+    )
+    assert status == 200
+    ev = out["event"]
+    assert ev["resource"] == "/things/{id}" and ev["path"] == "/things/t-1" and ev["httpMethod"] == "GET"
+    assert ev["pathParameters"] == {"id": "t-1"}
+    assert ev["queryStringParameters"] == {"a": "2", "b": ""}
+    assert ev["multiValueQueryStringParameters"] == {"a": ["1", "2"], "b": [""]}
+    assert ev["headers"]["X-Multi"] == "2" and ev["multiValueHeaders"]["X-Multi"] == ["1", "2"]
+    assert ev["body"] is None and ev["isBase64Encoded"] is False
+    rc = ev["requestContext"]
+    assert rc["resourcePath"] == "/things/{id}" and rc["httpMethod"] == "GET" and rc["stage"] == "test"
+    assert rc["requestId"] and rc["identity"]["sourceIp"] == "127.0.0.1"
+    # The authorizer's context, as REST APIs pass it: strings, plus principalId.
+    assert {k: rc["authorizer"][k] for k in ("issuer", "tenant", "subject", "n", "ok", "principalId")} == {
+        "issuer": "api",
+        "tenant": "t1",
+        "subject": "alice",
+        "n": "5",
+        "ok": "true",
+        "principalId": "api|t1|alice",
+    }
+    assert out["fn"] == "EchoFunction"
+    assert 0 < out["remaining"] <= 3000  # EchoFunction's Timeout
+    assert resp.header("X-Echo") == "1" and resp.header("Content-Type") == "application/json"
+    assert [v for k, v in resp.headers if k == "Set-Cookie"] == ["a=1", "b=2"]
+    assert resp.header("x-amzn-RequestId") == rc["requestId"]
+
+
+def test_body_text_and_binary(gw: Gateway) -> None:
+    _, out, _ = call(gw, "POST", "/things", body=b'{"x": 1}', headers=[("Content-Type", "application/json")])
+    assert out["event"]["body"] == '{"x": 1}' and out["event"]["isBase64Encoded"] is False
+    assert out["event"]["pathParameters"] is None and out["event"]["queryStringParameters"] is None
+    _, out, _ = call(gw, "POST", "/things", body=b"\xff\xfe")
+    assert out["event"]["isBase64Encoded"] is True and out["event"]["body"] == "//4="
+    status, body, resp = call(gw, "GET", "/things/special")
+    assert (status, body, resp.header("Content-Type")) == (201, b"\x00other", "application/octet-stream")
+
+
+def test_authorizer_event(gw: Gateway) -> None:
+    call(gw, "GET", "/files/a/b.txt", query="q=1")
+    authz = sys.modules[module_name(gw.template.functions["AuthzFunction"])]
+    ev = authz.LAST[-1]  # type: ignore[attr-defined]
+    assert ev["type"] == "REQUEST"
+    assert ev["methodArn"].startswith("arn:aws:execute-api:us-east-1:123456789012:")
+    assert ev["methodArn"].endswith("/test/GET/files/a/b.txt")
+    assert ev["resource"] == "/files/{proxy+}" and ev["pathParameters"] == {"proxy": "a/b.txt"}
+    assert ev["queryStringParameters"] == {"q": "1"} and ev["headers"]["Authorization"] == "Bearer good"
+    assert "authorizer" not in ev["requestContext"]
+
+
+# ---------------------------------------------------------------- gateway responses
+
+
+@pytest.mark.parametrize(
+    ("token", "status", "code"),
+    [
+        (None, 401, "unauthenticated"),  # identity source missing: authorizer not called
+        ("nope", 401, "unauthenticated"),  # raise Exception("Unauthorized")
+        ("deny", 403, None),  # a Deny policy is 403 on API Gateway too
+        ("boom", 500, None),  # AUTHORIZER_FAILURE
+        ("broken", 500, None),  # AUTHORIZER_CONFIGURATION_ERROR
+    ],
+)
+def test_authorizer_outcomes(gw: Gateway, token: str | None, status: int, code: str | None) -> None:
+    got, body, resp = call(gw, "GET", "/things/1", token=token)
+    assert got == status
+    if code is not None:
+        assert body == {"error": {"code": code, "message": "Unauthorized"}}
+        assert resp.header("Access-Control-Allow-Origin") == "*"
+
+
+def test_open_route_skips_the_authorizer(gw: Gateway) -> None:
+    status, out, _ = call(gw, "GET", "/health", token=None)
+    assert status == 200 and out["event"]["requestContext"]["authorizer"] is None
+
+
+def test_unknown_route_and_method(gw: Gateway) -> None:
+    for method, path in (("GET", "/nowhere"), ("DELETE", "/things")):
+        status, body, resp = call(gw, method, path)
+        assert (status, body) == (404, {"error": {"code": "not_found", "message": "no such route"}})
+        assert resp.header("x-amzn-ErrorType") == "MissingAuthenticationTokenException"
+
+
+def test_unknown_route_without_a_declared_response(fixture_template: Path) -> None:
+    fixture_template.write_text(
+        fixture_template.read_text().replace("MISSING_AUTHENTICATION_TOKEN:", "X_UNUSED:")
+    )
+    tpl = parse_template(fixture_template)
+    status, body, _ = call(Gateway(tpl, Handlers(tpl.functions)), "GET", "/nowhere")
+    assert (status, body) == (403, {"message": "Missing Authentication Token"})  # API Gateway's default
+
+
+def test_handler_error_is_502(gw: Gateway) -> None:
+    status, body, _ = call(gw, "GET", "/boom")
+    assert (status, body) == (502, {"message": "Internal server error"})
+
+
+def test_over_http(gw: Gateway) -> None:
+    server = make_server(gw, "127.0.0.1", 0)
+    serve_in_thread(server)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        req = urllib.request.Request(
+            f"{url}/things",
+            data=b'{"a":1}',
+            method="POST",
+            headers={"Authorization": "Bearer good", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 200 and json.loads(r.read())["event"]["body"] == '{"a":1}'
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(f"{url}/things/1", timeout=10)
+        assert exc.value.code == 401
+        assert json.loads(exc.value.read())["error"]["code"] == "unauthenticated"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# ---------------------------------------------------------------- pollers
+
+
+def test_failed_ids_follow_lambda() -> None:
+    tpl_src = parse_template.__globals__["SqsSource"]("F", "e", "Q", 10, True)
+    ids = ["a", "b"]
+    assert failed_ids(tpl_src, ids, None, RuntimeError()) == {"a", "b"}
+    assert failed_ids(tpl_src, ids, {"batchItemFailures": []}, None) == set()
+    assert failed_ids(tpl_src, ids, {"batchItemFailures": [{"itemIdentifier": "b"}]}, None) == {"b"}
+    assert failed_ids(tpl_src, ids, {"batchItemFailures": [{"itemIdentifier": "zzz"}]}, None) == {"a", "b"}
+    assert failed_ids(tpl_src, ids, None, None) == set()
+    no_report = parse_template.__globals__["SqsSource"]("F", "e", "Q", 10, False)
+    assert failed_ids(no_report, ids, {"batchItemFailures": [{"itemIdentifier": "b"}]}, None) == set()
+
+
+def _poller(aws: Any, fixture_template: Path, **kw: Any) -> tuple[Poller, Any]:
+    tpl = parse_template(fixture_template)
+    url = aws.sqs.create_queue(QueueName=f"{aws.prefix}-work")["QueueUrl"]
+    (src,) = tpl.sqs
+    handlers = Handlers(tpl.functions)
+    worker = sys.modules.get(module_name(tpl.functions["WorkerFunction"]))
+    if worker is not None:
+        worker.SEEN.clear()  # type: ignore[attr-defined]
+    return Poller(src, url, aws.sqs, handlers, retry_delay_s=0, **kw), handlers
+
+
+def _depth(aws: Any, url: str) -> int:
+    attrs = aws.sqs.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+def test_poller_partial_failures_are_redelivered(aws: Any, fixture_template: Path) -> None:
+    poller, handlers = _poller(aws, fixture_template)
+    for n in range(3):
+        aws.sqs.send_message(QueueUrl=poller.queue_url, MessageBody=json.dumps({"n": n, "fail": n == 1}))
+    batches: list[tuple[list[str], set[str]]] = []
+    poller.on_batch = lambda src, ids, failed: batches.append((ids, failed))
+    assert poller.poll_once()
+    worker = handlers.handler("WorkerFunction").__globals__
+    assert sorted(worker["SEEN"]) == [0, 1, 2]
+    assert len(batches[0][1]) == 1
+    assert _depth(aws, poller.queue_url) == 1  # only the failed record is left, visible again
+    assert poller.poll_once()
+    assert worker["SEEN"][-1] == 1
+    assert not poller.poll_once() or _depth(aws, poller.queue_url) == 1
+
+
+def test_poller_raise_fails_whole_batch(aws: Any, fixture_template: Path) -> None:
+    poller, handlers = _poller(aws, fixture_template)
+    aws.sqs.send_message(QueueUrl=poller.queue_url, MessageBody=json.dumps({"n": 1}))
+    aws.sqs.send_message(QueueUrl=poller.queue_url, MessageBody=json.dumps({"n": 2, "raise": True}))
+    poller.poll_once()
+    assert _depth(aws, poller.queue_url) == 2
+
+
+def test_poller_threads_drain_and_stop(aws: Any, fixture_template: Path) -> None:
+    poller, handlers = _poller(aws, fixture_template, concurrency=2, idle_wait_s=0.01)
+    for n in range(12):
+        aws.sqs.send_message(QueueUrl=poller.queue_url, MessageBody=json.dumps({"n": n}))
+    poller.start()
+    try:
+        deadline = time.monotonic() + 10
+        worker = handlers.handler("WorkerFunction").__globals__
+        while len(worker["SEEN"]) < 12 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert sorted(worker["SEEN"]) == list(range(12))
+    finally:
+        poller.stop(timeout=5)
+    assert all(not t.is_alive() for t in poller._threads)
+    assert _depth(aws, poller.queue_url) == 0
+
+
+# ---------------------------------------------------------------- the command
+
+
+def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    if not ready:
+        raise AssertionError(f"no output within {timeout}s")
+    return proc.stdout.readline()
+
+
+def test_dev_command_serves_and_stops_on_sigterm() -> None:
+    exe = Path(sys.executable).with_name("threads-aws")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    proc = subprocess.Popen(
+        [*cmd, "dev", "--port", "0", "--dev-tokens"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+    try:
+        first = _read_line(proc, 60).strip()
+        assert first.startswith("ready http://127.0.0.1:"), first
+        url = first.split(" ", 1)[1]
+        token_line = _read_line(proc, 10)
+        assert token_line.startswith("token dev:api:local:alice")
+        curl = _read_line(proc, 10)
+        assert curl.startswith("try: curl") and '"agent":"demo"' in curl
+        # One request through the gateway: a /v1 route without a token is refused by the gateway.
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(
+                f"{url}/v1/threads/00000000-0000-7000-8000-000000000000/timeline", timeout=10
+            )
+        assert exc.value.code in (401, 403)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+        if proc.stdout:
+            proc.stdout.close()
