@@ -22,6 +22,13 @@ def add_dev_parser(top: argparse._SubParsersAction) -> None:  # type: ignore[typ
         help="accept bearer dev:<issuer>:<tenant>:<subject> (THREADS_DEV_TOKENS=1); local only",
     )
     p.add_argument("--template", metavar="PATH", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--preload",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="run this Python file in the server before it serves (tests: fake models or tools)",
+    )
     p.set_defaults(func=cmd_dev)
 
 
@@ -30,6 +37,6 @@ def cmd_dev(args: argparse.Namespace) -> int:
     from .dev import DevError, run
 
     try:
-        return run(args.port, args.dev_tokens, args.template)
+        return run(args.port, args.dev_tokens, args.template, preload=args.preload)
     except DevError as exc:
         raise CliError(str(exc)) from None

@@ -14,6 +14,7 @@ branch the dev server wrote. Nothing outlives the process (moto keeps everything
 from __future__ import annotations
 
 import os
+import runpy
 import shlex
 import signal
 import sys
@@ -47,6 +48,7 @@ class DevServer:
     prefix: str = "threads-local"
     poller_concurrency: int = 2
     extra_env: dict[str, str] = field(default_factory=dict)
+    preload: list[str] = field(default_factory=list)  # Python files run before serving
 
     moto: Any = None
     moto_url: str = ""
@@ -108,6 +110,8 @@ class DevServer:
         self.env = {**aws_env, **env}
         self._set_env(env, unset=() if self.dev_tokens else ("THREADS_DEV_TOKENS",))
 
+        for path in self.preload:  # after the environment is set, before any handler loads
+            runpy.run_path(path, run_name="__threads_preload__")
         self.handlers = Handlers(self.template.functions, region=REGION)
         for lid in self.template.functions:  # import now: errors show at start, requests are fast
             try:
@@ -207,7 +211,13 @@ class DevServer:
         return lines
 
 
-def run(port: int, dev_tokens: bool, template: str | None = None, out: TextIO | None = None) -> int:
+def run(
+    port: int,
+    dev_tokens: bool,
+    template: str | None = None,
+    out: TextIO | None = None,
+    preload: list[str] | None = None,
+) -> int:
     """The command: start, print the banner, serve until Ctrl-C or SIGTERM, stop; exit 0."""
     out = out or sys.stdout
     # Our banner is the only thing on stdout: handlers' prints and loggers go to stderr.
@@ -219,7 +229,12 @@ def run(port: int, dev_tokens: bool, template: str | None = None, out: TextIO | 
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    server = DevServer(port=port, dev_tokens=dev_tokens, template_path=Path(template) if template else None)
+    server = DevServer(
+        port=port,
+        dev_tokens=dev_tokens,
+        template_path=Path(template) if template else None,
+        preload=list(preload or []),
+    )
     try:
         try:
             server.start()
