@@ -1,0 +1,17 @@
+"""GET /v1/threads/{thread_id}/approvals: open challenges."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from threads_aws.host.runtime import api
+
+logger = Logger()
+tracer = Tracer()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return api(event, "listApprovals")

@@ -1,0 +1,212 @@
+"""Every function's handler invoked with its events/ sample on moto; the route table against
+openapi.json; the served contract; request parsing and error bodies at the HTTP layer."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FUNCTIONS = sorted(p.name for p in (REPO / "functions").iterdir() if (p / "app.py").exists())
+CONTEXT = SimpleNamespace(
+    function_name="threads-test",
+    function_version="$LATEST",
+    memory_limit_in_mb=512,
+    invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:threads-test",
+    aws_request_id="00000000-0000-4000-8000-000000000000",
+    get_remaining_time_in_millis=lambda: 25_000,
+)
+
+
+def load_handler(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"fn_{name}", REPO / "functions" / name / "app.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.handler
+
+
+@pytest.fixture
+def env(aws, monkeypatch):
+    from threads_aws.host import runtime
+
+    for k, v in aws.resources.env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+    monkeypatch.setenv("SSE_WAIT_MS", "0")
+    monkeypatch.delenv("THREADS_DEV_TOKENS", raising=False)
+    runtime.reset()
+    yield aws
+    runtime.reset()
+
+
+def sample(name: str) -> dict[str, Any]:
+    return json.loads((REPO / "events" / f"{name}.json").read_text())
+
+
+def test_every_function_has_a_sample_event():
+    assert FUNCTIONS and all((REPO / "events" / f"{n}.json").exists() for n in FUNCTIONS)
+
+
+@pytest.mark.parametrize("name", [n for n in FUNCTIONS if n not in ("authorizer", "run_step")])
+def test_route_handler_with_its_sample(env, name):
+    out = load_handler(name)(sample(name), CONTEXT)
+    assert out["statusCode"] < 500, out
+    if out["statusCode"] >= 400:
+        body = json.loads(out["body"])
+        assert set(body["error"]) == {"code", "message"}
+
+
+def test_start_run_sample_is_accepted(env):
+    out = load_handler("start_run")(sample("start_run"), CONTEXT)
+    assert out["statusCode"] == 202
+    assert set(json.loads(out["body"])) == {"thread_id", "branch_id", "run_id"}
+
+
+def test_authorizer_sample(env):
+    from threads_aws.host.keys import ApiKeys
+
+    minted = ApiKeys(env.ddb, env.resources.state_table).create("acme", "alice")
+    ev = sample("authorizer")
+    ev["headers"]["Authorization"] = f"Bearer {minted.token}"
+    out = load_handler("authorizer")(ev, CONTEXT)
+    assert out["context"] == {"issuer": "api", "tenant": "acme", "subject": "alice"}
+    assert out["policyDocument"]["Statement"][0]["Effect"] == "Allow"
+    with pytest.raises(Exception, match="Unauthorized"):
+        load_handler("authorizer")(sample("authorizer"), CONTEXT)
+
+
+def test_run_step_sample(env):
+    if not (REPO / "functions" / "run_step" / "app.py").exists():
+        pytest.skip("worker not present")
+    out = load_handler("run_step")(sample("run_step"), CONTEXT)
+    assert "batchItemFailures" in out
+
+
+# ------------------------------------------------------------------ contract
+def test_route_codes_match_openapi():
+    from threads_aws.host.routes import ROUTES
+
+    doc = json.loads((REPO / "schemas" / "openapi.json").read_text())
+    ops = {
+        op["operationId"]: frozenset(op["x-error-codes"])
+        for path, item in doc["paths"].items()
+        if path.startswith("/v1/")
+        for op in item.values()
+    }
+    assert {k: v for k, v in ROUTES.items()}.keys() == ops.keys()
+    for op, codes in ops.items():
+        assert ROUTES[op][0] == codes, op
+
+
+def test_served_contract_is_schemas_openapi():
+    from threads_aws.host.runtime import openapi
+
+    served = openapi()["body"]
+    assert served == (REPO / "schemas" / "openapi.json").read_text()
+    assert "/v1/threads/{thread_id}/questions/{call_id}/answer" in json.loads(served)["paths"]
+
+
+def test_template_declares_every_route():
+    from threads_aws.store.infra import load_template
+
+    doc = json.loads((REPO / "schemas" / "openapi.json").read_text())
+    tpl = load_template(REPO / "template.yaml")
+    declared = set()
+    for res in tpl["Resources"].values():
+        for ev in (res.get("Properties", {}).get("Events") or {}).values():
+            if ev.get("Type") == "Api":
+                declared.add((ev["Properties"]["Path"], ev["Properties"]["Method"].lower()))
+    wanted = {(p, m) for p, item in doc["paths"].items() if p.startswith("/v1/") for m in item}
+    assert wanted | {("/openapi.json", "get")} == declared
+
+
+def test_body_validators_are_fresh():
+    from threads_aws.host import bodies_gen
+
+    assert bodies_gen.OUT.read_text() == bodies_gen.generate()
+
+
+# ------------------------------------------------------------------ http layer
+def call(env, name: str, **changes: Any) -> tuple[int, dict[str, Any]]:
+    ev = sample(name)
+    for k, v in changes.items():
+        ev[k] = v
+    out = load_handler(name)(ev, CONTEXT)
+    return out["statusCode"], json.loads(out["body"]) if out["body"] else {}
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"agent": "demo", "input": "x", "extra": 1}', "body"),
+        ('{"agent": 3, "input": "x"}', "body.agent"),
+        ('{"agent": "demo", "input": ""}', "body.input"),
+        ('{"agent": "demo", "input": "x", "budget": {"max_turns": "many"}}', "body.budget.max_turns"),
+        ('{"agent": "demo", "input": "x", "thread_id": "NOT-A-UUID"}', "body.thread_id"),
+        ("[]", "body"),
+        ("", "JSON body is required"),
+    ],
+)
+def test_bad_bodies_are_invalid_request_naming_the_field(env, body, field):
+    status, out = call(env, "start_run", body=body)
+    assert status == 400 and out["error"]["code"] == "invalid_request"
+    assert field in out["error"]["message"]
+
+
+def test_unknown_field_is_named(env):
+    status, out = call(env, "set_mode", body='{"mode": "plan", "colour": 1}')
+    assert status == 400
+    assert out["error"]["code"] == "invalid_request"
+
+
+def test_missing_idempotency_key(env):
+    ev = sample("start_run")
+    del ev["headers"]["Idempotency-Key"]
+    out = load_handler("start_run")(ev, CONTEXT)
+    assert out["statusCode"] == 400 and "Idempotency-Key" in json.loads(out["body"])["error"]["message"]
+
+
+def test_malformed_ids_on_routes_without_invalid_request_are_not_found(env):
+    status, out = call(env, "get_timeline", pathParameters={"thread_id": "zzz"})
+    assert (status, out["error"]["code"]) == (404, "not_found")
+    status, out = call(env, "cancel", queryStringParameters={"branch_id": "1"})
+    assert (status, out["error"]["code"]) == (404, "not_found")
+
+
+def test_no_principal_is_unauthenticated(env):
+    ev = sample("cancel")
+    ev["requestContext"].pop("authorizer")
+    out = load_handler("cancel")(ev, CONTEXT)
+    assert out["statusCode"] == 401
+    assert json.loads(out["body"])["error"]["code"] == "unauthenticated"
+
+
+def test_unexpected_exception_is_a_generic_500(env, monkeypatch):
+    from threads_aws.host import service
+
+    monkeypatch.setattr(service.Host, "cancel", lambda *a, **k: 1 / 0)
+    status, out = call(env, "cancel")
+    assert status == 500 and out == {"error": {"code": "internal", "message": "internal error"}}
+
+
+def test_start_then_timeline_over_http(env):
+    status, run = call(env, "start_run")
+    assert status == 202
+    status, tl = call(env, "get_timeline", pathParameters={"thread_id": run["thread_id"]})
+    assert status == 200 and [e["event"]["type"] for e in tl["entries"]][:2] == [
+        "thread_started",
+        "user_input",
+    ]
+    # another tenant
+    ev = sample("get_timeline")
+    ev["pathParameters"] = {"thread_id": run["thread_id"]}
+    ev["requestContext"]["authorizer"] = {"issuer": "api", "tenant": "evil", "subject": "m"}
+    out = load_handler("get_timeline")(ev, CONTEXT)
+    assert out["statusCode"] == 404
