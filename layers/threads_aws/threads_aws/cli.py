@@ -448,6 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .local.command import add_dev_parser
 
     add_dev_parser(top)
+    from .host.cli_keys import add_keys_parser
+
+    add_keys_parser(top)
     return parser
 
 
