@@ -1,0 +1,151 @@
+"""The buffered run subscription: framing, resume by Last-Event-ID / after_seq, the result."""
+
+from __future__ import annotations
+
+import pytest
+from test_host_helpers import ALICE, MALLORY, append, make_host, park_on_approval, start
+from threads_aws.host import sse
+from threads_aws.host.errors import ApiError
+
+NOW = sse.Window(wait_ms=0, poll_ms=50, retry_ms=1500)
+
+
+@pytest.fixture
+def host(aws):
+    return make_host(aws)
+
+
+def window(host, run, cursor=0, w=NOW, **kw):
+    body = sse.subscribe(host, ALICE, run["thread_id"], run["run_id"], cursor=cursor, window=w, **kw)
+    return body, sse.parse_messages(body)
+
+
+def test_framing_and_retry_while_running(host):
+    run = start(host)
+    body, msgs = window(host, run)
+    assert body.startswith(b"id: 2\ndata: ")
+    assert [m.get("id") for m in msgs] == ["2", None]
+    assert msgs[0]["data"]["kind"] == "event" and msgs[0]["data"]["event"]["event_id"] == run["run_id"]
+    assert msgs[-1] == {"retry": "1500"}  # still running: the window ends with a retry hint
+
+
+def test_parked_then_resumed_no_gap_no_duplicate(host):
+    run = start(host)
+    cid = park_on_approval(host, run)
+    _, first = window(host, run)
+    ids = [int(m["id"]) for m in first if "id" in m]
+    assert ids == list(range(2, ids[-1] + 1))
+    assert first[-1]["data"]["kind"] == "result" and "id" not in first[-1]
+    assert first[-1]["data"]["run_id"] == run["run_id"]
+    assert first[-1]["data"]["result"]["status"] == "parked"
+    assert first[-1]["data"]["result"]["pending"] == [{"kind": "approval", "id": cid}]
+    host.decide_approval(ALICE, run["thread_id"], cid, {"decision": "grant"})
+    append(
+        host,
+        run["branch_id"],
+        ("effect_begin", {"call_id": "call_1", "attempt": 1}),
+        (
+            "effect_commit",
+            {"call_id": "call_1", "result_ref": {"bytes": 1, "media_type": "text/plain", "sha256": "0" * 64}},
+        ),
+    )
+    _, mid = window(host, run, cursor=ids[-1])  # Last-Event-ID = the last seq seen
+    mid_ids = [int(m["id"]) for m in mid if "id" in m]
+    assert mid_ids[0] == ids[-1] + 1 and mid[-1] == {"retry": "1500"}
+    append(
+        host,
+        run["branch_id"],
+        (
+            "tool_result",
+            {
+                "call_id": "call_1",
+                "is_error": False,
+                "completeness": "complete",
+                "preview": "ok",
+                "origin": "executed",
+            },
+        ),
+        (
+            "model_request",
+            {
+                "attempt": 1,
+                "request_ref": {"bytes": 10, "media_type": "application/x-ndjson", "sha256": "0" * 64},
+                "declared_prefix": {"bytes": 5, "sha256": "0" * 64},
+            },
+        ),
+    )
+    req = host.writer.load(run["branch_id"]).fold.events[-1]["event_id"]
+    append(
+        host,
+        run["branch_id"],
+        (
+            "model_response",
+            {
+                "request_event_id": req,
+                "content": [{"type": "text", "text": "done"}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+                "completeness": "complete",
+            },
+        ),
+        ("turn_completed", {"reason": "end_turn"}),
+    )
+    _, last = window(host, run, cursor=mid_ids[-1])
+    last_ids = [int(m["id"]) for m in last if "id" in m]
+    seen = ids + mid_ids + last_ids
+    assert seen == list(range(2, seen[-1] + 1))  # no gap, no duplicate
+    assert last[-1]["data"]["result"] == {
+        "status": "completed",
+        "thread_id": run["thread_id"],
+        "branch_id": run["branch_id"],
+        "output": "done",
+    }
+
+
+def test_stream_stops_at_the_next_run(host):
+    run = start(host)
+    append(host, run["branch_id"], ("turn_completed", {"reason": "cancelled"}))
+    start(host, thread_id=run["thread_id"])
+    _, msgs = window(host, run)
+    assert [m["data"]["event"]["type"] for m in msgs[:-1]] == ["user_input", "turn_completed"]
+    assert msgs[-1]["data"]["result"]["status"] == "cancelled"
+
+
+def test_waits_for_more_within_the_window(host):
+    run = start(host)
+    clock = {"t": 0.0}
+    polls = []
+
+    def sleep(s):
+        polls.append(s)
+        clock["t"] += s
+        if len(polls) == 2:
+            append(host, run["branch_id"], ("turn_completed", {"reason": "max_turns"}))
+
+    w = sse.Window(wait_ms=10_000, poll_ms=500, retry_ms=1000)
+    _, msgs = window(host, run, cursor=2, w=w, sleep=sleep, monotonic=lambda: clock["t"])
+    assert len(polls) == 2
+    assert msgs[0]["id"] == "3" and msgs[-1]["data"]["result"]["status"] == "failed"
+
+
+def test_resume_cursor_precedence():
+    assert sse.resume_cursor("7", "3") == 7
+    assert sse.resume_cursor(None, "3") == 3
+    assert sse.resume_cursor("x", "3") == 3
+    assert sse.resume_cursor(None, None) == 0
+
+
+def test_unknown_run_and_other_tenant(host):
+    run = start(host)
+    with pytest.raises(ApiError) as exc:
+        sse.subscribe(host, MALLORY, run["thread_id"], run["run_id"], cursor=0, window=NOW)
+    assert exc.value.code == "not_found"
+    with pytest.raises(ApiError):
+        sse.subscribe(host, ALICE, run["thread_id"], run["thread_id"], cursor=0, window=NOW)
+
+
+def test_window_env(monkeypatch):
+    monkeypatch.setenv("SSE_WAIT_MS", "999999")
+    monkeypatch.setenv("SSE_POLL_MS", "bad")
+    w = sse.Window.from_env()
+    assert w.wait_ms == sse.MAX_WAIT_MS and w.poll_ms == sse.DEFAULT_POLL_MS
