@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .canonical import canonical_hash
+from .canonical import canonical_hash, sha256_hex
 from .errors import LogError
 
 MAX_INT = (1 << 53) - 1
@@ -35,6 +35,7 @@ class Call:
     decision: str | None = None
     approved: bool = False
     result_origin: str | None = None
+    deferred: bool = False
 
     @property
     def effect_key(self) -> str:
@@ -96,6 +97,9 @@ class Fold:
         default_factory=dict
     )  # seq -> (quiescent, expires, id)
     last_compacted_seq: int = 0
+    last_compacted_range: tuple[int, int] = (0, 0)
+    last_known_seq: int = 0  # seq of the last known event (unknown ones are skipped by rules)
+    last_style_seq: int = 0  # seq of the latest injected{source: output_style}
     # usage
     usage_in: int = 0
     usage_out: int = 0
@@ -126,6 +130,7 @@ class Fold:
             handler = _HANDLERS.get(ev["type"])
             if handler is not None:
                 handler(self, ev, seq, ev["data"])
+            self.last_known_seq = seq
         self.event_ids.add(ev["event_id"])
         self.events.append(ev)
         self.known.append(known)
@@ -143,6 +148,7 @@ class Fold:
     def _on_thread_started(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self.tools = {t["name"]: t for t in d["tools"]}
         self.policy = d.get("policy") or {}
+        # Without policy.permissions the mode is `default` (inferred).
         self.mode = self.policy.get("permissions", {}).get("mode", "default")
 
     def _on_tools_changed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
@@ -176,11 +182,19 @@ class Fold:
         self._settle_attempt(d)
         usage = d["usage"]
         i, o = usage["input_tokens"], usage["output_tokens"]
-        if i is None or o is None or self.usage_in + i > MAX_INT or self.usage_out + o > MAX_INT:
+        # Sums of the known values per field; a response with either field null counts as
+        # unknown once. One whose known counts would take either sum past 2^53-1 adds neither.
+        if (i is not None and self.usage_in + i > MAX_INT) or (
+            o is not None and self.usage_out + o > MAX_INT
+        ):
             self.usage_unknown += 1
-        else:
+            return
+        if i is not None:
             self.usage_in += i
+        if o is not None:
             self.usage_out += o
+        if i is None or o is None:
+            self.usage_unknown += 1
 
     _on_model_response_recovered = _on_model_response
 
@@ -206,11 +220,11 @@ class Fold:
 
     def _decide(self, seq: int, d: dict[str, Any], granted: bool) -> None:
         ch = self.challenges.get(d["challenge_id"])
-        if ch is None:
-            raise self._bad(seq, "no such approval challenge")
-        if ch.consumed:
+        if ch is not None and ch.consumed:
             raise self._bad(seq, "approval challenge already consumed")  # rule 9
-        if ch.call_id != d["call_id"] or ch.args_hash != d["args_hash"]:
+        # Rule 13: a decision naming no challenge matches no open challenge (inferred:
+        # approval_mismatch, like a call_id/args_hash mismatch).
+        if ch is None or ch.call_id != d["call_id"] or ch.args_hash != d["args_hash"]:
             raise self._bad(seq, "decision does not match the challenge", "approval_mismatch")  # rule 13
         ch.consumed = True
         call = self.calls.get(ch.call_id)
@@ -223,18 +237,18 @@ class Fold:
     def _on_approval_denied(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self._decide(seq, d, False)
 
-    def _effect(self, seq: int, d: dict[str, Any], kind: str) -> None:
+    def _effect(self, ev: dict[str, Any], seq: int, d: dict[str, Any], kind: str) -> None:
         call = self.calls.get(d["call_id"])
-        if call is None:
-            raise self._bad(seq, f"{kind} for an unknown call")
-        if call.effect_class == "read_only":
+        if call is not None and call.effect_class == "read_only":
             raise self._bad(seq, "read_only calls write no effect events")  # rule 8
-        key = call.effect_key
+        # No rule needs a tool_call before effect_commit/unknown/resolved (rule 8 covers
+        # effect_begin); without one the key takes the event's own branch (inferred).
+        key = call.effect_key if call is not None else f"{ev['branch_id']}:{d['call_id']}"
         entry = self.effects.get(key)
         before = entry["status"] if entry else None
         status = EFFECT_STATUS[kind]
         if entry is None:
-            entry = self.effects[key] = {"effect_key": key, "call_id": call.call_id, "status": status}
+            entry = self.effects[key] = {"effect_key": key, "call_id": d["call_id"], "status": status}
         entry["status"] = status
         self.open_effects += (status in ("begun", "unknown")) - (before in ("begun", "unknown"))
 
@@ -246,16 +260,16 @@ class Fold:
             raise self._bad(seq, "effect_begin without allow or a consumed approval")  # rule 8
         if self.last_cancel_seq > call.seq:
             raise self._bad(seq, "effect_begin after a cancel_requested barrier")  # rule 8
-        self._effect(seq, d, "effect_begin")
+        self._effect(ev, seq, d, "effect_begin")
 
     def _on_effect_commit(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
-        self._effect(seq, d, "effect_commit")
+        self._effect(ev, seq, d, "effect_commit")
 
     def _on_effect_unknown(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
-        self._effect(seq, d, "effect_unknown")
+        self._effect(ev, seq, d, "effect_unknown")
 
     def _on_effect_resolved(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
-        self._effect(seq, d, "effect_resolved")
+        self._effect(ev, seq, d, "effect_resolved")
 
     def _on_tool_result(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         call_id = d["call_id"]
@@ -266,7 +280,9 @@ class Fold:
                 raise self._bad(seq, "answer without an open question")  # rule 25
             self._check_answer(seq, self.calls[call_id], d["preview"])
         del self.pending[call_id]
-        self.calls[call_id].result_origin = d["origin"]
+        call = self.calls[call_id]
+        call.result_origin = d["origin"]
+        call.deferred = d["origin"] == "deferred"
 
     def _check_answer(self, seq: int, call: Call, answer: str) -> None:
         """Rule 25: an answer to a question with options is one of them (multi_select: each
@@ -283,9 +299,8 @@ class Fold:
 
     def _on_tool_result_late(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         call = self.calls.get(d["call_id"])
-        if call is None or call.result_origin != "deferred":
+        if call is None or not call.deferred:
             raise self._bad(seq, "tool_result_late without a deferred tool_result")  # rule 7
-        call.result_origin = "late"
 
     def _on_answer_rejected(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         if ("input", d["call_id"]) not in self.parked:
@@ -301,7 +316,9 @@ class Fold:
         snap = self.snapshots.get(seq - 1)
         if snap is None or not snap[0]:
             raise self._bad(seq, "fork is not at a quiescent snapshot", "no_snapshot_boundary")  # rule 16
-        # Expiry is judged at the fork's own time: a fork made in time stays importable later.
+        # Expiry is judged at the fork's own `time` (inferred): the fork is a past fact, so a
+        # fork made in time stays importable after the snapshot expires; `clock.now` judges
+        # only new forks (fork.fork_point) and fork_points.
         if snap[1] is not None and snap[1] <= ev["time"]:
             raise self._bad(seq, "snapshot expired before the fork", "snapshot_expired")
 
@@ -315,15 +332,31 @@ class Fold:
 
     def _on_compacted(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         lo, hi = d["from_seq"], d["to_seq"]
-        if not (1 <= lo <= hi < seq):
-            raise self._bad(seq, "compacted range is not before the event")
+        # Rule 10: both edges are step boundaries, i.e. states the chain has reached: the one
+        # before from_seq and the one after to_seq (so to_seq < this event's seq).
         if not self.boundary_after.get(lo - 1, True) or not self.boundary_after.get(hi, False):
             raise self._bad(seq, "compacted edges are not step boundaries")  # rule 10
         for a, b in self.compacted_ranges:
             if lo <= b and a <= hi and not (a <= lo and hi <= b) and not (lo <= a and b <= hi):
                 raise self._bad(seq, "compacted ranges partly overlap")  # rule 10
+        request_id = d.get("summary_request_event_id")
+        if request_id is not None:
+            text = self._response_text(request_id)
+            ref = d["summary_ref"]
+            if text is None or ref["sha256"] != sha256_hex(text) or ref["bytes"] != len(text):
+                raise self._bad(seq, "summary_ref is not the summary response's UTF-8 text")  # rule 10
         self.compacted_ranges.append((lo, hi))
         self.last_compacted_seq = seq
+        self.last_compacted_range = (lo, hi)
+
+    def _response_text(self, request_event_id: str) -> bytes | None:
+        """UTF-8 bytes of the text parts (concatenated, inferred) of the latest response to
+        `request_event_id`, or None when it has none."""
+        for ev, known in zip(reversed(self.events), reversed(self.known), strict=True):
+            if known and ev["type"] in RESPONSES and ev["data"]["request_event_id"] == request_event_id:
+                parts = ev["data"]["content"]
+                return "".join(p["text"] for p in parts if p.get("type") == "text").encode("utf-8")
+        return None
 
     def _on_cancel_requested(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self.cancel_requests[ev["event_id"]] = d["scope"]
@@ -387,8 +420,12 @@ class Fold:
                         raise self._bad(seq, "redact span is not on character boundaries inside the part")
 
     def _result_part_text(self, call_id: str, part: int) -> str | None:
-        for ev in reversed(self.events):
-            if ev["type"] in ("tool_result", "tool_result_late") and ev["data"]["call_id"] == call_id:
+        for ev, known in zip(reversed(self.events), reversed(self.known), strict=True):
+            if (
+                known
+                and ev["type"] in ("tool_result", "tool_result_late")
+                and ev["data"]["call_id"] == call_id
+            ):
                 content = ev["data"].get("content")
                 if content is None:
                     return ev["data"]["preview"] if part == 0 else None
@@ -450,12 +487,23 @@ class Fold:
         if d["source"] != "output_style":
             return
         styles = self.policy.get("output_styles") or {}
-        if d["trust"] != "trusted_instruction" or d.get("text") != styles.get(d["origin"]["id"]):
+        style = styles.get(d["origin"]["id"])
+        if d["trust"] != "trusted_instruction" or style is None or d.get("text") != style:
             raise self._bad(seq, "output_style injection does not match policy.output_styles")  # rule 29
         actor = ev["actor"]
         if actor["kind"] == "user" and "principal" in actor and not self.turn_open:
+            self.last_style_seq = seq
             return
-        if actor["kind"] == "host" and self.last_compacted_seq == seq - 1:
+        # The L3 restore: host, right after (skipping unknown events) a compacted whose range
+        # held the latest style.
+        lo, hi = self.last_compacted_range
+        if (
+            actor["kind"] == "host"
+            and self.last_compacted_seq
+            and self.last_compacted_seq == self.last_known_seq
+            and lo <= self.last_style_seq <= hi
+        ):
+            self.last_style_seq = seq
             return
         raise self._bad(seq, "output_style injection from the wrong actor or at the wrong time")  # rule 29
 
