@@ -254,6 +254,14 @@ def test_deep_line_seq_is_not_read() -> None:
     assert err(b"\n".join(b.lines) + b"\n" + deep + b"\n") == ("invalid_line", 4)
 
 
+def test_out_of_range_or_negative_seq_named_by_position() -> None:
+    b = idle_log()
+    big = b'{"seq":9007199254740992}'
+    neg = canonical_bytes({"seq": -5, "type": "x"})
+    assert err(b"\n".join(b.lines) + b"\n" + big + b"\n") == ("invalid_line", 4)
+    assert err(b"\n".join(b.lines) + b"\n" + neg + b"\n") == ("invalid_line", 4)
+
+
 def test_integer_out_of_range_in_data_is_invalid_line() -> None:
     b = idle_log()
     b.add("turn_completed", {"reason": "end_turn"})
@@ -389,6 +397,13 @@ def test_child_export_reduces_over_resolved_chain() -> None:
     assert [t["event_id"] for t in s["transcript"]] == [eid(2), eid(p.n + 102)]
 
 
+def test_repair_fork_at_seq_0_of_an_empty_root() -> None:
+    p = LogBuilder()
+    c = child(p, 0, reason="repair")
+    s = state(export_child(c))
+    assert s["status"] == "inspection_only" and s["head"]["seq"] == 1
+
+
 def test_grandchild_chain() -> None:
     p = forkable()
     c = child(p, 4)
@@ -473,6 +488,20 @@ def test_no_head_line_is_unverified_but_readable() -> None:
     imp = ok(data)
     assert not imp.head_verified and imp.torn is None and imp.committed_bytes == len(data)
     assert state(data)["status"] == "idle"
+
+
+def test_head_line_in_the_middle() -> None:
+    b = idle_log()
+    data = (
+        b"\n".join(b.lines[:3]) + b"\n" + head_line(B, 2, sha256_hex(b.lines[2])) + b"\n" + b.lines[3] + b"\n"
+    )
+    assert err(data) == ("invalid_transition", 2)
+
+
+def test_two_head_lines() -> None:
+    b = idle_log()
+    data = b.export() + head_line(B, 3, b.prev) + b"\n"
+    assert err(data) == ("invalid_transition", 3)
 
 
 def test_torn_tail() -> None:

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import schema
-from .canonical import NotCanonical, admit, sha256_hex
+from .canonical import MAX_INT, NotCanonical, admit, sha256_hex
 from .errors import LogError
 from .fold import Fold
-from .lines import HEAD_FORMAT, StoredLine
+from .lines import HEAD_FORMAT, HEADER_FORMAT, StoredLine
 
 
 @dataclass(slots=True)
@@ -61,8 +61,9 @@ class Imported:
         return self.fold.events
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _readable_seq(value: Any) -> int | None:
+    """A seq an error can name: an integer in 0..2^53-1 (the error's seq is an Int)."""
+    return value if type(value) is int and 0 <= value <= MAX_INT else None
 
 
 class Importer:
@@ -85,21 +86,22 @@ class Importer:
             raise LogError("invalid_line", self._seq_of(exc.value), str(exc)) from None
 
     def _seq_of(self, value: Any) -> int:
-        if self.lines_seen == 0:
-            return 0
-        if isinstance(value, dict) and "format" not in value:
-            seq = _int(value.get("seq"))
+        """The seq an error names for this line. A readable seq (an event's, or a head
+        checkpoint's own) names itself; a header is 0 when it is the first line. Anything else
+        (not JSON, nested too deep, no readable seq, a child header) is named by its position:
+        0 for the first line, else the last readable seq plus 1 (a child header doesn't restart
+        the count)."""
+        if isinstance(value, dict) and value.get("format") != HEADER_FORMAT:
+            seq = _readable_seq(value.get("seq"))
             if seq is not None:
                 return seq
-        if isinstance(value, dict) and value.get("format") == HEAD_FORMAT:
-            seq = _int(value.get("seq"))
-            if seq is not None:
-                return seq
-        return self.last_seq + 1
+        return 0 if self.lines_seen == 0 else self.last_seq + 1
 
     def feed(self, raw: bytes) -> None:
         if self.head_value is not None:
-            raise LogError("invalid_transition", self._seq_of(None), "a line follows the head checkpoint")
+            # The head checkpoint is the last line of an export: one followed by any line is
+            # misplaced (valid alone), named by its own seq (inferred).
+            raise LogError("invalid_transition", self.head_value["seq"], "a line follows the head checkpoint")
         value = self._admit(raw)
         if "format" in value or "seq" not in value:
             self._meta(raw, value)
@@ -113,14 +115,16 @@ class Importer:
         if fmt == HEAD_FORMAT:
             schema.check_head(value, seq)
             if self.lines_seen == 0:
-                raise LogError("invalid_transition", 0, "the first line is not a header")
+                raise LogError("invalid_transition", seq, "the first line is not a header")
             self.head_value = value
             return
         schema.check_header(value, seq)
         self.committed_bytes += len(raw) + 1
         if self.segments:
-            if self.expect_fork or not self.segments[-1].lines:
-                raise LogError("invalid_transition", seq, "a segment without events")
+            # A root segment may end at its header: a repair fork of a parent whose first event
+            # is corrupt sits at seq 0 (fork.at_hash = the header's hash).
+            if self.expect_fork:
+                raise LogError("invalid_transition", seq, "a child header must be followed by its fork")
             if value["thread_id"] != self.segments[0].thread_id:
                 raise LogError("invalid_transition", seq, "child header names another thread")  # rule 4
         header = StoredLine.of_header(raw)
@@ -129,9 +133,9 @@ class Importer:
         self.fold.begin_segment(value["thread_id"], value["branch_id"])
 
     def _event(self, raw: bytes, value: dict[str, Any]) -> None:
-        seq = value["seq"]
-        if type(seq) is not int:
-            seq = self.last_seq + 1  # unreadable: named by position
+        seq = _readable_seq(value["seq"])
+        if seq is None:
+            seq = 0 if self.lines_seen == 0 else self.last_seq + 1  # unreadable: named by position
         known = schema.check_event(value, seq)
         self.last_seq = seq
         if not self.segments:
