@@ -28,6 +28,7 @@ class CaseEnv:
     store: EventStore
     artifacts: ArtifactStore
     ledger: ResourceLedger
+    resources: Any = None
     tenant: str = "conformance"
 
     def store_import(self, imported: Imported, now: int) -> None:
@@ -86,4 +87,4 @@ def case_env(factory: Any = None) -> Iterator[CaseEnv]:
     ddb, s3 = session.client("dynamodb"), session.client("s3")
     artifacts = ArtifactStore(s3, res.bucket)
     store = EventStore(ddb, res.events_table, res.state_table, artifacts)
-    yield CaseEnv(ddb, s3, store, artifacts, ResourceLedger(ddb, res.state_table))
+    yield CaseEnv(ddb, s3, store, artifacts, ResourceLedger(ddb, res.state_table), res)

@@ -13,9 +13,8 @@ from typing import Any
 
 from ..errors import LogError
 
-SERVED = ("reduce", "fork", "render")
+SERVED = ("reduce", "fork", "render", "host")
 LATER = {
-    "host": "served by the host API issue (routes, receipts)",
     "intake": "served by the channels issue (webhook intake)",
     "recover": "appends to a threads-py/threads-ts branch: writer_mismatch for threads-aws",
     "stub": "appends to a threads-py/threads-ts branch: writer_mismatch for threads-aws",
@@ -101,11 +100,12 @@ def run_case(case_dir: Path, env_factory: Any = None) -> CaseResult:
     if expected is None:
         return CaseResult(name, "FAIL", "missing expected.json")
     from .env import case_env
+    from .host_kind import run_host
     from .kinds import run_fork, run_reduce, run_render
 
     try:
         with case_env(env_factory) as env:
-            {"reduce": run_reduce, "fork": run_fork, "render": run_render}[kind](
+            {"reduce": run_reduce, "fork": run_fork, "render": run_render, "host": run_host}[kind](
                 env, case_dir, case, expected
             )
     except Mismatch as exc:
