@@ -457,8 +457,9 @@ class Gateway:
                 if "application/json" in declared.templates:
                     content_type, template = "application/json", declared.templates["application/json"]
                 body = _vtl(template, exc, request_id)
+        if not any(k.lower() == "content-type" for k, _ in headers):
+            headers.append(("Content-Type", content_type))
         headers += [
-            ("Content-Type", content_type),
             ("x-amzn-RequestId", request_id),
             ("x-amzn-ErrorType", ERROR_TYPES.get(exc.kind, "InternalServerErrorException")),
         ]

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 
 class _Setattr(Protocol):
-    def setattr(self, target: Any, name: str, value: Any) -> None: ...
+    def setattr(self, target: Any, name: str, value: Any, raising: bool = ...) -> None: ...
 
 
 def speed_up_moto_transactions(monkeypatch: _Setattr | None = None) -> bool:
@@ -80,18 +80,16 @@ def speed_up_moto_transactions(monkeypatch: _Setattr | None = None) -> bool:
     return True
 
 
-_DDB_LOCK: Any = None
+def serialize_dynamodb(monkeypatch: _Setattr | None = None) -> bool:
+    """Run moto's DynamoDB operations one at a time; True if patched.
 
-
-def serialize_dynamodb() -> bool:
-    """Run moto's DynamoDB operations one at a time (for the process); True if patched.
-
-    moto checks a ConditionExpression and then writes without a lock, so two threads of the
-    threaded moto server can both pass the same condition: two writers would win one head. Real
-    DynamoDB makes each conditional write and transaction atomic, and the fenced appends rely on
-    it, so the dev server serializes every DynamoDB backend call (reads too: a transaction is
-    applied item by item, and a read must not see half of it)."""
-    global _DDB_LOCK
+    moto checks a ConditionExpression and then writes without a lock, so two threads (of the
+    threaded moto server, or of a test under `mock_aws`) can both pass the same condition: two
+    writers would win one head. Real DynamoDB makes each conditional write and transaction
+    atomic, and the fenced appends rely on it, so every DynamoDB backend call is serialized
+    (reads too: a transaction is applied item by item, and a read must not see half of it).
+    With a pytest ``monkeypatch`` the patch is undone after the test; without one it lasts for
+    the process (the dev server)."""
     import functools
     import threading
 
@@ -99,9 +97,10 @@ def serialize_dynamodb() -> bool:
         from moto.dynamodb.models import DynamoDBBackend
     except Exception:  # pragma: no cover
         return False
-    if _DDB_LOCK is not None:
+    if getattr(DynamoDBBackend, "_threads_serialized", False):
         return True
     lock = threading.RLock()
+    setter = monkeypatch.setattr if monkeypatch is not None else setattr
     for name, fn in list(vars(DynamoDBBackend).items()):
         if name.startswith("_") or not callable(fn) or isinstance(fn, (staticmethod, classmethod)):
             continue
@@ -110,6 +109,9 @@ def serialize_dynamodb() -> bool:
             with lock:
                 return __fn(*args, **kwargs)
 
-        setattr(DynamoDBBackend, name, functools.wraps(fn)(locked))
-    _DDB_LOCK = lock
+        setter(DynamoDBBackend, name, functools.wraps(fn)(locked))
+    if monkeypatch is not None:
+        monkeypatch.setattr(DynamoDBBackend, "_threads_serialized", True, raising=False)
+    else:
+        DynamoDBBackend._threads_serialized = True  # type: ignore[attr-defined]
     return True
