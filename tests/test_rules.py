@@ -555,6 +555,16 @@ def test_unknown_event_does_not_break_rule_29_adjacency_or_reads() -> None:
     ok(b.export())
 
 
+def test_unknown_fork_version_is_not_a_fork() -> None:
+    b = idle_log()
+    b.add("fork", {"x": 1}, critical=False, type_version=2)  # kept, skipped: not misplaced
+    assert state(b.export())["head"]["seq"] == 4
+    p = forkable()
+    c = child(p, 4)
+    c.lines[1] = canonical_bytes({**json.loads(c.lines[1]), "critical": False, "data": {}, "type_version": 2})
+    assert err(export_child(c)) == ("invalid_transition", 5)
+
+
 def test_unknown_critical_and_teams_events_refuse() -> None:
     b = idle_log()
     b.add("future", {}, critical=True)

@@ -141,7 +141,7 @@ class Importer:
         if not self.segments:
             raise LogError("invalid_transition", seq, "the first line is not a header")
         seg = self.segments[-1]
-        is_fork = value["type"] == "fork"
+        is_fork = known and value["type"] == "fork"  # an unknown (type, type_version) is no fork
         if self.expect_fork and not is_fork:
             raise LogError("invalid_transition", seq, "a child header must be followed by its fork")
         if is_fork and not self.expect_fork:
