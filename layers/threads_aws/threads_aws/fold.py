@@ -122,6 +122,8 @@ class Fold:
             raise self._bad(seq, "thread_id differs from the chain's")  # rule 4
         if self.branch_id is not None and ev["branch_id"] != self.branch_id:
             raise self._bad(seq, "branch_id differs from its segment header")  # rule 4
+        # The envelope rules (1, 4, 6, 28) are chain-wide and hold for unknown events too; only
+        # the per-type rules below skip them (inferred).
         if ev["epoch"] < self.epoch:
             raise self._bad(seq, "epoch decreased")  # rule 6
         if ev["event_id"] in self.event_ids:
@@ -221,7 +223,9 @@ class Fold:
     def _decide(self, seq: int, d: dict[str, Any], granted: bool) -> None:
         ch = self.challenges.get(d["challenge_id"])
         if ch is not None and ch.consumed:
-            raise self._bad(seq, "approval challenge already consumed")  # rule 9
+            # rule 9; its code is invalid_transition (the rule states none; approval_duplicate
+            # is the API's answer to a second decision, inferred)
+            raise self._bad(seq, "approval challenge already consumed")
         # Rule 13: a decision naming no challenge matches no open challenge (inferred:
         # approval_mismatch, like a call_id/args_hash mismatch).
         if ch is None or ch.call_id != d["call_id"] or ch.args_hash != d["args_hash"]:
@@ -285,8 +289,9 @@ class Fold:
         call.deferred = d["origin"] == "deferred"
 
     def _check_answer(self, seq: int, call: Call, answer: str) -> None:
-        """Rule 25: an answer to a question with options is one of them (multi_select: each
-        line one of them, once)."""
+        """Rule 25 (as the reference cases read it): an answer to a question with options is one
+        of them; multi_select: each `\n`-joined line one of them, each at most once (inferred:
+        the answer is a selection, so a repeat is no offered choice)."""
         options = call.input.get("options")
         if not isinstance(options, list) or not options:
             return

@@ -90,7 +90,8 @@ class Importer:
         checkpoint's own) names itself; a header is 0 when it is the first line. Anything else
         (not JSON, nested too deep, no readable seq, a child header) is named by its position:
         0 for the first line, else the last readable seq plus 1 (a child header doesn't restart
-        the count)."""
+        the count). Inferred: a child header's errors, format admission included, name the
+        child's first seq, as rule 4 does ("0 for a header" read as the root header)."""
         if isinstance(value, dict) and value.get("format") != HEADER_FORMAT:
             seq = _readable_seq(value.get("seq"))
             if seq is not None:
@@ -166,7 +167,7 @@ class Importer:
     def finish(self, *, torn: bool) -> bool:
         """Check the head checkpoint; returns head_verified."""
         if not self.segments:
-            raise LogError("invalid_transition", 0, "empty log")
+            raise LogError("invalid_transition", 0, "empty log")  # no header line (inferred)
         if self.expect_fork:
             raise LogError(
                 "invalid_transition", self.last_seq + 1, "a child header must be followed by its fork"
