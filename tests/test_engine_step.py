@@ -383,3 +383,29 @@ def test_deadline_returns_more(aws: Any) -> None:
     say(ctx, b, "hi")
     assert advance(ctx, b, holder_id="w", deadline_ms=aws.clock() + 1000).state == "more"
     assert run(ctx, b).state == "idle"
+
+
+def test_thread_rule_and_mode_reach_the_worker(aws: Any) -> None:
+    ctx = make_ctx(aws)
+    b = new_thread(ctx)
+    say(ctx, b, "note: first")
+    run(ctx, b)
+    challenge_id = of_type(ctx, b, "approval_requested")[0]["data"]["challenge_id"]
+    rule = {"challenge_id": challenge_id, "decision": "allow", "rule": "note"}
+    ctx.writer.append(
+        b, [Draft("permission_rule_added", rule, {"kind": "approver", "principal": USER["principal"]})]
+    )
+    grant(ctx, b)
+    assert run(ctx, b).state == "idle"
+    say(ctx, b, "note: second")  # remembered for this thread: no approval
+    assert run(ctx, b).state == "idle"
+    d = of_type(ctx, b, "permission_decision")[-1]["data"]
+    assert (d["decision"], d["source"], d["rule_id"]) == ("allow", "thread_rule", "note")
+    assert len(notes(aws)) == 2
+    ctx.writer.append(b, [Draft("mode_changed", {"from": "default", "to": "plan"}, USER)])
+    say(ctx, b, "note: third")
+    assert run(ctx, b).state == "idle"
+    d = of_type(ctx, b, "permission_decision")[-1]["data"]
+    assert (d["decision"], d["source"], d["mode"]) == ("deny", "mode", "plan")
+    assert len(notes(aws)) == 2
+    verify_export(ctx, b)

@@ -34,7 +34,6 @@ from ..canonical import canonical_bytes, canonical_hash, new_uuid7
 from ..errors import LogError
 from ..fold import Call, Fold
 from ..lines import StoredLine
-from ..output_schema import validates
 from ..store.artifacts import ArtifactStore
 from ..store.events import EventStore
 from ..store.records import Lease, wall_ms
@@ -456,6 +455,8 @@ class _Step:
         if spec is None or (name != "ask_user" and name not in self.ctx.tools):
             return Decision("deny", "default", None, mode)
         schema = spec.get("input_schema")
+        from ..output_schema import validates  # compiled lazily: keeps the worker's cold start small
+
         if isinstance(schema, dict) and not validates(schema, args):
             return Decision("deny", "default", None, mode)
         engine = PermissionEngine(f.policy.get("permissions"), self.ctx.cache(view).thread_rules)
