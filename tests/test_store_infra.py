@@ -58,7 +58,8 @@ def test_queues_match_template(aws):
     r = aws.resources
     assert r.run_step_queue_url.endswith(".fifo") and r.run_step_dlq_url.endswith(".fifo")
     attrs = aws.sqs.get_queue_attributes(QueueUrl=r.run_step_queue_url, AttributeNames=["All"])["Attributes"]
-    assert attrs["FifoQueue"] == "true" and attrs["VisibilityTimeout"] == "180"
+    declared = load_template(TEMPLATE)["Resources"]["RunStepQueue"]["Properties"]["VisibilityTimeout"]
+    assert attrs["FifoQueue"] == "true" and attrs["VisibilityTimeout"] == str(declared)
     assert (
         attrs["DeduplicationScope"] == "messageGroup" and attrs["FifoThroughputLimit"] == "perMessageGroupId"
     )
