@@ -13,6 +13,7 @@ branch the dev server wrote. Nothing outlives the process (moto keeps everything
 
 from __future__ import annotations
 
+import logging
 import os
 import runpy
 import shlex
@@ -85,6 +86,7 @@ class DevServer:
         self.template = parse_template(template_path)
         self.warnings += self.template.skipped
 
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request lines (pollers!)
         self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.moto.start()
         host, port = self.moto.get_host_and_port()
