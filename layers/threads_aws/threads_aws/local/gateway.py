@@ -523,6 +523,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_HEAD = _serve
 
+    def __getattr__(self, name: str) -> Any:
+        # Every method (TRACE, QUERY, ...) reaches the router, as at API Gateway: one without a
+        # route gets the gateway response, never a bare 501 from the HTTP server.
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass  # one line per request comes from _serve
 
