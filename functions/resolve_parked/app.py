@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from threads_aws.host.runtime import api
 
 logger = Logger()
-tracer = Tracer()
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return api(event, "resolveParked")
