@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from threads_aws.canonical import canonical_bytes, new_uuid7
 from threads_aws.lines import StoredLine, header_line
+from threads_aws.local.moto_patch import serialize_dynamodb
 from threads_aws.local.moto_patch import speed_up_moto_transactions as _speed_up_moto_transactions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,6 +77,9 @@ def aws(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     _speed_up_moto_transactions(monkeypatch)
+    # moto checks a condition and writes without a lock; DynamoDB makes each conditional write
+    # and transaction atomic, which the parallel tests (racing writers, 20 identical POSTs) rely on.
+    serialize_dynamodb(monkeypatch)
     with moto.mock_aws():
         from threads_aws.store.infra import create_resources
 
