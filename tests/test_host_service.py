@@ -432,3 +432,13 @@ def test_a_branch_of_another_thread_is_not_found(host, call):
 
 def test_principal_key_escapes():
     assert Principal("a/b", "t%", "s").key == "a%2Fb/t%25/s"
+
+
+def test_receipt_keys_of_tenants_never_collide(host):
+    # tenant "t" + key "x#runs#k" and tenant "t#runs#x" + key "k" once shared one receipt row:
+    # the second tenant got idempotency_key_principal_mismatch (another tenant's key leaked).
+    a = Principal("api", "t", "alice")
+    b = Principal("api", "t#runs#x", "alice")
+    run_a = start(host, a, key="x#runs#k")
+    run_b = start(host, b, key="k")
+    assert run_b["thread_id"] != run_a["thread_id"]

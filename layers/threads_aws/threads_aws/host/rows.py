@@ -1,7 +1,7 @@
 """StateTable side items the host reads or writes in the same transaction as an append.
 
-- ``RECEIPT#<tenant>#runs#<idempotency key>`` / ``RECEIPT``: the run receipt of POST /v1/runs
-  (run_receipts of semantics.md §2), written with the run's user_input.
+- ``RECEIPT#<tenant, '%' and '#' escaped>#runs#<idempotency key>`` / ``RECEIPT``: the run
+  receipt of POST /v1/runs (run_receipts of semantics.md §2), written with the run's user_input.
 - ``APPROVAL#<challenge_id>`` / ``APPROVAL`` and ``Q#<branch_id>`` / ``<call_id>``: the approval
   and question rows the worker writes (layout in `engine.records`); a decision consumes the
   approval row with ``state = open``, an answer moves the question row to ``answered``.
@@ -17,7 +17,10 @@ OPERATION_RUNS = "runs"
 
 
 def receipt_key(tenant: str, idempotency_key: str) -> dict[str, Any]:
-    return {"pk": {"S": f"RECEIPT#{tenant}#{OPERATION_RUNS}#{idempotency_key}"}, "sk": {"S": "RECEIPT"}}
+    # The tenant is escaped ('%' then '#'), so no (tenant, key) pair can spell another tenant's
+    # row: "t" + "x#runs#k" and "t#runs#x" + "k" are different receipts.
+    t = tenant.replace("%", "%25").replace("#", "%23")
+    return {"pk": {"S": f"RECEIPT#{t}#{OPERATION_RUNS}#{idempotency_key}"}, "sk": {"S": "RECEIPT"}}
 
 
 @dataclass(frozen=True, slots=True)
