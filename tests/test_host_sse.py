@@ -149,3 +149,10 @@ def test_window_env(monkeypatch):
     monkeypatch.setenv("SSE_POLL_MS", "bad")
     w = sse.Window.from_env()
     assert w.wait_ms == sse.MAX_WAIT_MS and w.poll_ms == sse.DEFAULT_POLL_MS
+
+
+def test_resume_cursor_never_fails_on_odd_digits():
+    # str.isdigit() admits "²" and int() refuses more than 4300 digits: both were a 500.
+    assert sse.resume_cursor("²", "3") == 3
+    assert sse.resume_cursor(None, "9" * 5000) == 0
+    assert sse.resume_cursor(" 12 ", None) == 12

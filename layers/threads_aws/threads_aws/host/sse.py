@@ -13,6 +13,7 @@ no gap and no duplicate. Subscribing only reads the log.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ DEFAULT_WAIT_MS = 20_000
 DEFAULT_POLL_MS = 500
 DEFAULT_RETRY_MS = 1_000
 MAX_WAIT_MS = 25_000  # the function's timeout is ~28 s; the gateway's 29 s
+MAX_INT = 2**53 - 1  # events_Int
+_CURSOR = re.compile(r"[0-9]{1,16}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +66,11 @@ def retry_message(ms: int) -> bytes:
 
 
 def resume_cursor(last_event_id: str | None, after_seq: str | None) -> int:
-    """Last-Event-ID wins over after_seq; a value that is not a non-negative integer is ignored
-    (this route has no invalid_request), which replays from the run's start."""
+    """Last-Event-ID wins over after_seq; a value that is not a non-negative Int (ASCII digits,
+    at most 2^53-1) is ignored (this route has no invalid_request), which replays from the run's
+    start. `str.isdigit` would admit "²" and int() refuses >4300 digits: never a 500."""
     for raw in (last_event_id, after_seq):
-        if raw is not None and raw.strip().isdigit():
+        if raw is not None and _CURSOR.fullmatch(raw.strip()) and int(raw.strip()) <= MAX_INT:
             return int(raw.strip())
     return 0
 
