@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from threads_aws.engine.queue import handle_batch
 from threads_aws.engine.step import EngineContext
 
 logger = Logger()
-tracer = Tracer()
 _engine: EngineContext | None = None  # once per container: clients, stores, the writer's view cache
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _engine
     if _engine is None:
