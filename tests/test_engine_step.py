@@ -409,3 +409,55 @@ def test_thread_rule_and_mode_reach_the_worker(aws: Any) -> None:
     assert (d["decision"], d["source"], d["mode"]) == ("deny", "mode", "plan")
     assert len(notes(aws)) == 2
     verify_export(ctx, b)
+
+
+class _ApiAfter(Writer):
+    """The worker's writer; right after it commits a batch holding `typ`, another process (the
+    API) appends `then` — a control landing exactly at that point."""
+
+    def __init__(self, base: Writer, typ: str, then: Draft, api: Writer) -> None:
+        super().__init__(base.store, clock=base.clock)
+        self.typ, self.then, self.api, self.fired = typ, then, api, False
+
+    def append(self, branch_id: str, drafts: Any, **kw: Any) -> Any:
+        out = super().append(branch_id, drafts, **kw)
+        if not self.fired and any(d.type == self.typ for d in drafts):
+            self.fired = True
+            self.api.append(branch_id, [self.then])
+        return out
+
+
+def test_cancel_between_effect_begin_and_dispatch_never_dispatches(aws: Any) -> None:
+    ctx = make_ctx(aws)
+    b = new_thread(ctx)
+    run_id = say(ctx, b, "note: too late")
+    run(ctx, b)
+    grant(ctx, b)
+    api = Writer(aws.events(), clock=aws.clock)
+    ctx.writer = _ApiAfter(
+        ctx.writer, "effect_begin", Draft("cancel_requested", {"scope": "thread"}, USER), api
+    )
+    dispatched: list[str] = []
+
+    def spy(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
+        dispatched.append(tc.call_id)
+        return run_note(args, tc)
+
+    ctx.tools["note"] = spy
+    assert run(ctx, b).state == "idle"
+    assert dispatched == [] and notes(aws) == []
+    tail = types(ctx, b)[types(ctx, b).index("effect_begin") :]
+    assert tail == [
+        "effect_begin",
+        "cancel_requested",
+        "effect_resolved",
+        "tool_result",
+        "cancelled",
+        "turn_completed",
+    ]
+    resolved = of_type(ctx, b, "effect_resolved")[0]["data"]
+    assert (resolved["outcome"], resolved["by"]) == ("not_sent", "adapter")
+    assert of_type(ctx, b, "tool_result")[0]["data"]["origin"] == "not_executed"
+    outcome = projections.run_outcome(events(ctx, b), run_id, thread_id="t", branch_id=b)
+    assert outcome is not None and outcome["status"] == "cancelled"
+    verify_export(ctx, b)

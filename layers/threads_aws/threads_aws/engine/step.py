@@ -601,8 +601,14 @@ class _Step:
             self.append(view, drafts)  # a lost race re-decides: a read-only call may run again
             return None
         self.maybe_renew(force=True)
-        self.append(view, [Draft("effect_begin", {"attempt": attempt, "call_id": call.call_id}, HOST)])
-        self.maybe_renew(force=True)  # fencing: never run the body under a lease we lost
+        lines = self.append(
+            view, [Draft("effect_begin", {"attempt": attempt, "call_id": call.call_id}, HOST)]
+        )
+        if not self.clear_to_dispatch(lines[-1].seq):
+            # A cancel barrier landed after our begin: we know the body never started.
+            data = {"by": "adapter", "call_id": call.call_id, "outcome": "not_sent"}
+            self.append_sticky(lambda v: [Draft("effect_resolved", data, HOST)])
+            return None
         try:
             out = executor(call.input, tc)
         except ToolUncertain as exc:
@@ -621,6 +627,22 @@ class _Step:
             ]
         )
         return None
+
+    def clear_to_dispatch(self, begin_seq: int) -> bool:
+        """Fencing right before a tool body starts, with one consistent read of the branch
+        record: the lease is still ours (else `stale_epoch`: stop, recovery settles the begun
+        effect), and no `cancel_requested` barrier landed after our `effect_begin`."""
+        rec = self.ctx.store.head(self.branch_id)
+        if (
+            rec is None
+            or rec.lease_holder != self.lease.holder_id
+            or rec.lease_epoch != self.lease.epoch
+            or rec.lease_expires_at <= self.ctx.clock()
+        ):
+            self.maybe_renew(force=True)  # raises stale_epoch when the lease is gone
+        if rec is None or rec.head_seq == begin_seq:
+            return True
+        return self.ctx.writer.load(self.branch_id, record=rec).fold.last_cancel_seq < begin_seq
 
     def _record_unknown(self, call: Call, reason: str) -> None:
         self.append_sticky(
