@@ -461,3 +461,32 @@ def test_cancel_between_effect_begin_and_dispatch_never_dispatches(aws: Any) -> 
     outcome = projections.run_outcome(events(ctx, b), run_id, thread_id="t", branch_id=b)
     assert outcome is not None and outcome["status"] == "cancelled"
     verify_export(ctx, b)
+
+
+def test_cancel_after_safe_to_retry_reports_interrupted_not_not_executed(aws: Any) -> None:
+    """The call began (the note may be stored): closing it under the barrier must not claim it
+    never ran."""
+    ctx = make_ctx(aws)
+    b = new_thread(ctx)
+    say(ctx, b, "note: maybe twice")
+    run(ctx, b)
+    grant(ctx, b)
+
+    def note_then_crash(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
+        run_note(args, tc)
+        raise Crash
+
+    ctx.tools["note"] = note_then_crash
+    with pytest.raises(Crash):
+        run(ctx, b)
+    aws.clock.advance(120_000)
+    fresh = make_ctx(aws)
+    api = Writer(aws.events(), clock=aws.clock)
+    cancel = Draft("cancel_requested", {"scope": "thread"}, USER)
+    fresh.writer = _ApiAfter(fresh.writer, "effect_resolved", cancel, api)
+    assert run(fresh, b, holder="worker-2").state == "idle"
+    assert len(of_type(fresh, b, "effect_begin")) == 1 and len(notes(aws)) == 1
+    result = of_type(fresh, b, "tool_result")[0]["data"]
+    assert result["origin"] == "interrupted" and result["is_error"] is True
+    assert types(fresh, b)[-2:] == ["cancelled", "turn_completed"]
+    verify_export(fresh, b)

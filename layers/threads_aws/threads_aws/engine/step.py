@@ -73,6 +73,7 @@ ABANDON_REASONS = frozenset(
     }
 )
 DEDUP_RESOLUTIONS = frozenset({"safe_to_retry", "not_sent", "assume_not_done"})
+INTERRUPTED_PREVIEW = "Interrupted by a cancel: the call began and may or may not have taken effect."
 ASSUMED_DONE_PREVIEW = "The effect was confirmed done; its output is not available."
 
 ModelResolver = Callable[[dict[str, Any], dict[str, Any]], ModelAdapter]
@@ -393,6 +394,9 @@ class _Step:
                 self.append(view, [self.park_effect(call)])
                 return None
             settled = self.settled_result(f, call) if entry is not None else None
+            if settled is None and entry is not None and self.may_have_run(f, call):
+                # It began and nobody knows whether it took effect: never claim it didn't run.
+                settled = _result(call_id, INTERRUPTED_PREVIEW, "interrupted", True)
             closing.append(
                 settled or _result(call_id, "Not executed: the turn was cancelled.", "not_executed", True)
             )
@@ -542,6 +546,12 @@ class _Step:
             None,
         )
         return first is not None and self.ctx.clock() < first["time"] + window
+
+    def may_have_run(self, f: Fold, call: Call) -> bool:
+        """A resolution that allows a retry without saying the effect didn't happen
+        (`safe_to_retry`: the provider dedups, so a re-send is harmless, not a no-op)."""
+        ev = _find_last(f, "effect_resolved", lambda d: d["call_id"] == call.call_id, call.seq)
+        return ev is not None and ev["data"]["outcome"] == "safe_to_retry"
 
     def last_attempt(self, f: Fold, call: Call) -> int:
         ev = _find_last(f, "effect_begin", lambda d: d["call_id"] == call.call_id, call.seq)
