@@ -156,3 +156,42 @@ def test_resume_cursor_never_fails_on_odd_digits():
     assert sse.resume_cursor("²", "3") == 3
     assert sse.resume_cursor(None, "9" * 5000) == 0
     assert sse.resume_cursor(" 12 ", None) == 12
+
+
+def test_a_window_never_serves_a_control_s_uncommitted_line(host, monkeypatch):
+    # The local gateway serves requests on threads that share one Host (and its cached views).
+    # A control that loses the head race has already fed its line into the cached view; a
+    # stream reading that view at the same moment served it: a phantom id, then a gap.
+    import threading
+
+    from threads_aws.errors import LogError
+
+    run = start(host)
+    real_append, real_load = host.store.append, host._load
+    lost = {"n": 0}
+
+    def racing(*a, **kw):
+        if not lost["n"]:
+            lost["n"] = 1
+            raise LogError("seq_conflict", 3, "head moved")
+        return real_append(*a, **kw)
+
+    monkeypatch.setattr(host.store, "append", racing)
+    control = threading.Thread(target=host.cancel, args=(ALICE, run["thread_id"], None))
+
+    loads = []
+
+    def load_then_race(rec):
+        view = real_load(rec)
+        loads.append(rec)
+        if len(loads) == 2:  # run_start's load, then the window's read
+            control.start()
+            control.join(0.3)  # a stream holding the host lock keeps the control waiting
+        return view
+
+    monkeypatch.setattr(host, "_load", load_then_race)
+    _, msgs = window(host, run)
+    control.join()
+    committed = {e["seq"]: e["event_id"] for e in host.writer.load(run["branch_id"]).fold.events}
+    served = [m["data"]["event"] for m in msgs if m.get("data", {}).get("kind") == "event"]
+    assert all(committed.get(e["seq"]) == e["event_id"] for e in served)

@@ -100,6 +100,8 @@ class Host:
         return rec
 
     def _load(self, rec: BranchRecord) -> View:
+        """The cached view. A reader that walks it must hold `self._lock` while it does: a
+        control builds into the cached view before it commits (and drops it if it loses)."""
         with self._lock:
             return self.writer.load(rec.branch_id, record=rec)
 
@@ -308,13 +310,14 @@ class Host:
     # ================================================================ reads
     def timeline(self, principal: Principal, thread_id: str, branch_id: str | None) -> dict[str, Any]:
         rec = self._branch(principal, thread_id, branch_id)
-        view = self._load(rec)
-        points = {p["seq"] for p in _fork_points(view, self.clock())}
-        entries = [
-            {"event": ev, "fork_point": ev["seq"] in points}
-            for ev, known in zip(view.fold.events, view.fold.known, strict=True)
-            if known
-        ]
+        with self._lock:
+            view = self._load(rec)
+            points = {p["seq"] for p in _fork_points(view, self.clock())}
+            entries = [
+                {"event": ev, "fork_point": ev["seq"] in points}
+                for ev, known in zip(view.fold.events, view.fold.known, strict=True)
+                if known
+            ]
         return {"thread_id": thread_id, "branch_id": rec.branch_id, "entries": entries}
 
     def branches(self, principal: Principal, thread_id: str) -> list[dict[str, Any]]:
@@ -339,22 +342,24 @@ class Host:
         self, principal: Principal, thread_id: str, branch_id: str | None
     ) -> list[dict[str, Any]]:
         rec = self._branch(principal, thread_id, branch_id)
-        view = self._load(rec)
+        with self._lock:
+            points = _fork_points(self._load(rec), self.clock())
         return [
             {"branch_id": rec.branch_id, "seq": p["seq"], "event_id": p["event_id"], "snapshot": p["data"]}
-            for p in _fork_points(view, self.clock())
+            for p in points
         ]
 
     def fork(
         self, principal: Principal, thread_id: str, branch_id: str | None, body: dict[str, Any]
     ) -> dict[str, str]:
         rec = self._branch(principal, thread_id, branch_id)
-        view = self._load(rec)
         now = self.clock()
-        ev = next((e for e in view.fold.events if e["event_id"] == body["event_id"]), None)
+        with self._lock:
+            view = self._load(rec)
+            ev = next((e for e in view.fold.events if e["event_id"] == body["event_id"]), None)
+            snap = view.fold.snapshots.get(ev["seq"]) if ev is not None else None
         if ev is None:
             raise LogError("no_snapshot_boundary", None, "no such event on this branch")
-        snap = view.fold.snapshots.get(ev["seq"])
         if ev["type"] != "snapshot" or snap is None or not snap[0]:
             raise LogError("no_snapshot_boundary", ev["seq"], "not a quiescent snapshot")
         if snap[1] is not None and snap[1] <= now:
@@ -381,15 +386,20 @@ class Host:
         self, principal: Principal, thread_id: str, branch_id: str | None
     ) -> list[dict[str, Any]]:
         rec = self._branch(principal, thread_id, branch_id)
-        fold = self._load(rec).fold
-        requested = {
-            ev["data"]["challenge_id"]: ev["data"] for ev in fold.events if ev["type"] == "approval_requested"
-        }
+        with self._lock:
+            fold = self._load(rec).fold
+            requested = {
+                ev["data"]["challenge_id"]: ev["data"]
+                for ev in fold.events
+                if ev["type"] == "approval_requested"
+            }
+            open_ = [
+                (cid, ch, fold.calls.get(ch.call_id))
+                for cid, ch in fold.challenges.items()
+                if not ch.consumed and ("approval", cid) in fold.parked
+            ]
         out = []
-        for cid, ch in fold.challenges.items():
-            if ch.consumed or ("approval", cid) not in fold.parked:
-                continue
-            call = fold.calls.get(ch.call_id)
+        for cid, ch, call in open_:
             row = self._approval_row(cid)
             out.append(
                 {
@@ -664,14 +674,20 @@ class Host:
         for rec in self.index.list_branches(principal.tenant, thread_id):
             if rec.state in HIDDEN:
                 continue
-            view = self._load(rec)
-            for ev in reversed(view.fold.events):
-                if (
-                    ev["event_id"] == run_id
-                    and ev["type"] == "user_input"
-                    and ev["branch_id"] == rec.branch_id
-                ):
-                    return rec, ev["seq"]
+            with self._lock:
+                view = self._load(rec)
+                seq = next(
+                    (
+                        ev["seq"]
+                        for ev in reversed(view.fold.events)
+                        if ev["event_id"] == run_id
+                        and ev["type"] == "user_input"
+                        and ev["branch_id"] == rec.branch_id
+                    ),
+                    None,
+                )
+            if seq is not None:
+                return rec, seq
         raise not_found(f"run {run_id} not found")
 
 

@@ -114,12 +114,15 @@ def subscribe(
         head = host.store.head(rec.branch_id)
         if head is not None and head.head_seq != seen_head:
             seen_head = head.head_seq
-            view = host._load(head)
-            events = view.fold.events
-            for ev in _run_events(events, view.fold.known, start, cursor):
-                out.append(event_message(ev))
-                cursor = ev["seq"]
-            outcome = run_outcome(events, run_id, thread_id=thread_id, branch_id=rec.branch_id)
+            # Under the host lock: a control builds into the cached view before it commits, and
+            # a line it then fails to commit must never be served (a phantom id, then a gap).
+            with host._lock:
+                view = host._load(head)
+                events = view.fold.events
+                for ev in _run_events(events, view.fold.known, start, cursor):
+                    out.append(event_message(ev))
+                    cursor = ev["seq"]
+                outcome = run_outcome(events, run_id, thread_id=thread_id, branch_id=rec.branch_id)
             if outcome is not None:
                 out.append(result_message(run_id, outcome))
                 return b"".join(out)
