@@ -490,3 +490,29 @@ def test_cancel_after_safe_to_retry_reports_interrupted_not_not_executed(aws: An
     assert result["origin"] == "interrupted" and result["is_error"] is True
     assert types(fresh, b)[-2:] == ["cancelled", "turn_completed"]
     verify_export(fresh, b)
+
+
+def test_steer_after_the_response_gets_another_request(aws: Any) -> None:
+    ctx = make_ctx(aws)
+    b = new_thread(ctx, "scripted")
+    api = Writer(aws.events(), clock=aws.clock)
+
+    def steer_now(request: bytes, request_event_id: str) -> None:
+        if b"also this" not in request:
+            api.append(b, [Draft("steer", {"source": "api", "text": "also this"}, USER)])
+
+    model = ScriptedModel(
+        [
+            {"content": [{"type": "text", "text": "first"}], "stop_reason": "end_turn"},
+            {"content": [{"type": "text", "text": "second"}], "stop_reason": "end_turn"},
+        ],
+        hook=steer_now,
+    )
+    ctx.models = scripted(model)
+    run_id = say(ctx, b, "hi")
+    assert run(ctx, b).state == "idle"
+    assert len(model.requests) == 2 and b"also this" in model.requests[1]
+    assert types(ctx, b)[-3:] == ["model_request", "model_response", "turn_completed"]
+    outcome = projections.run_outcome(events(ctx, b), run_id, thread_id="t", branch_id=b)
+    assert outcome is not None and outcome["output"] == "second"
+    verify_export(ctx, b)

@@ -201,12 +201,18 @@ class _Turn:
     opener: dict[str, Any] | None = None
     last_model: dict[str, Any] | None = None  # latest model_request/response/abandoned
     pauses: int = 0
+    steered: bool = False  # a steer follows the turn's latest model_request (it hasn't seen it)
 
 
 def _scan_turn(f: Fold) -> _Turn:
     t = _Turn()
+    requested = False
     for ev in reversed(f.events):
         typ = ev["type"]
+        if typ == "model_request":
+            requested = True
+        elif typ == "steer" and not requested:
+            t.steered = True
         if typ in ("model_response", "model_response_recovered", "model_attempt_abandoned", "model_request"):
             if t.last_model is None:
                 t.last_model = ev
@@ -680,6 +686,8 @@ class _Step:
         if any(p.get("type") == "tool_use" for p in d["content"]) or stop == "tool_use":
             return self.request(view, attempt=1)
         if stop in ("end_turn", "stop_sequence", "refusal"):
+            if turn.steered:  # a steer landed while the model answered: it renders next
+                return self.request(view, attempt=1)
             return self.complete_turn(view, "end_turn")
         if stop == "pause_turn":
             if turn.pauses > MAX_PAUSE_CONTINUATIONS:
