@@ -210,3 +210,17 @@ def test_start_then_timeline_over_http(env):
     ev["requestContext"]["authorizer"] = {"issuer": "api", "tenant": "evil", "subject": "m"}
     out = load_handler("get_timeline")(ev, CONTEXT)
     assert out["statusCode"] == 404
+
+
+@pytest.mark.parametrize(
+    "name, body, says",
+    [
+        ("start_run", '{"agent": "demo", "input": ""}', "body.input must be a non-empty string or"),
+        ("start_run", '{"agent": "demo", "input": 7}', "body.input must be a non-empty string or"),
+        ("answer_question", '{"answer": []}', "body.answer must be a non-empty string or"),
+    ],
+)
+def test_one_of_failures_say_what_is_expected(env, name, body, says):
+    # "must be valid exactly by one definition" told a caller nothing.
+    status, out = call(env, name, body=body)
+    assert status == 400 and out["error"]["message"].startswith(says)

@@ -28,6 +28,13 @@ STATUS = {"invalid_request": 400, "unauthenticated": 401, "forbidden": 403, "not
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 JSON = "application/json"
+# The generated validators say "must be valid exactly by one definition" for a oneOf, which
+# tells a caller nothing: name the alternatives instead.
+_ONE_OF_RULE = "must be valid exactly by one definition"
+_ONE_OF = {
+    ("StartRunRequest", ".input"): "must be a non-empty string or a non-empty array of input parts",
+    ("Answer", ".answer"): "must be a non-empty string or a non-empty array of strings",
+}
 
 
 def status_of(code: str) -> int:
@@ -137,7 +144,8 @@ class Request:
         try:
             _bodies.BODY_VALIDATORS[schema](value)
         except _bodies.SchemaError as exc:
-            raise invalid("body" + exc.path + " " + exc.rule) from None
+            rule = _ONE_OF.get((schema, exc.path), exc.rule) if exc.rule == _ONE_OF_RULE else exc.rule
+            raise invalid("body" + exc.path + " " + rule) from None
         if not isinstance(value, dict):  # every body schema is an object; keep mypy honest
             raise invalid("body must be an object")
         return value
