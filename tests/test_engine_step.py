@@ -516,3 +516,16 @@ def test_steer_after_the_response_gets_another_request(aws: Any) -> None:
     outcome = projections.run_outcome(events(ctx, b), run_id, thread_id="t", branch_id=b)
     assert outcome is not None and outcome["output"] == "second"
     verify_export(ctx, b)
+
+
+def test_tool_use_stop_without_calls_ends_the_turn(aws: Any) -> None:
+    ctx = make_ctx(aws)
+    b = new_thread(ctx, "scripted")
+    odd = {"content": [{"type": "text", "text": "calling…"}], "stop_reason": "tool_use"}
+    model = ScriptedModel([odd] * 20)
+    ctx.models = scripted(model)
+    say(ctx, b, "hi")
+    assert run(ctx, b).state == "idle"
+    assert len(model.requests) == 1
+    assert of_type(ctx, b, "turn_completed")[0]["data"] == {"reason": "error"}
+    verify_export(ctx, b)

@@ -683,8 +683,10 @@ class _Step:
                 return self.complete_turn(view, "model_unavailable")
             return self.request(view, attempt=attempt + 1)
         stop = d["stop_reason"]
-        if any(p.get("type") == "tool_use" for p in d["content"]) or stop == "tool_use":
-            return self.request(view, attempt=1)
+        if any(p.get("type") == "tool_use" for p in d["content"]):
+            return self.request(view, attempt=1)  # its calls have their results now
+        if stop == "tool_use":  # nothing to dispatch: re-asking would loop forever
+            return self.complete_turn(view, "error")
         if stop in ("end_turn", "stop_sequence", "refusal"):
             if turn.steered:  # a steer landed while the model answered: it renders next
                 return self.request(view, attempt=1)
