@@ -143,3 +143,55 @@ def test_worker_crash_at_every_append(aws: Any, scenario: str, when: str) -> Non
         assert notes(aws) - before == (1 if scenario == "note" else 0), label
         assert fresh.writer.load(b).fold.quiescent(), label
         verify_export(fresh, b)
+
+
+class CancelAfter(Writer):
+    """The worker's writer; right after its `at`-th append the cancel route lands a barrier."""
+
+    def __init__(self, base: Writer, at: int, api: Writer) -> None:
+        super().__init__(base.store, clock=base.clock)
+        self.at, self.api, self.n = at, api, 0
+
+    def append(self, branch_id: str, drafts: Sequence[Draft], **kw: Any) -> Any:
+        out = super().append(branch_id, drafts, **kw)
+        self.n += 1
+        if self.n == self.at:
+            self.api.append(branch_id, [Draft("cancel_requested", {"scope": "thread"}, USER)])
+        return out
+
+
+@pytest.mark.parametrize("scenario", ["note", "ask", "time"])
+def test_cancel_landing_after_every_worker_append(aws: Any, scenario: str) -> None:
+    text = SCENARIOS[scenario]
+    total = clean_appends(aws, text)
+    for at in range(1, total + 1):
+        before = notes(aws)
+        ctx = make_ctx(aws)
+        b = new_thread(ctx)
+        run_id = say(ctx, b, text)
+        human = make_ctx(aws)
+        ctx.writer = CancelAfter(ctx.writer, at, Writer(aws.events(), clock=aws.clock))
+        for _ in range(10):
+            if run(ctx, b).state == "idle":
+                break
+            f = human.writer.load(b).fold
+            if any(not c.consumed for c in f.challenges.values()):
+                grant(human, b)
+            elif any(kind == "input" for kind, _ in f.parked):
+                answer(human, b, "blue")
+        else:
+            raise AssertionError("no progress")
+        label = f"{scenario}: cancel after worker append {at}"
+        f = ctx.writer.load(b).fold
+        assert f.quiescent() and f.status() == "cancelled", label
+        outcome = projections.run_outcome(f.events, run_id, thread_id="t", branch_id=b)
+        assert outcome is not None and outcome["status"] in ("cancelled", "completed"), label
+        stored = notes(aws) - before
+        origins = [e["data"]["origin"] for e in of_type(ctx, b, "tool_result")]
+        if stored:
+            assert origins and origins[0] in ("executed", "materialized_from_commit", "interrupted"), label
+        if "executed" in origins and scenario == "note":
+            assert stored == 1, label
+        cancel_seq = f.last_cancel_seq
+        assert all(e["seq"] < cancel_seq for e in of_type(ctx, b, "effect_begin")), label
+        verify_export(ctx, b)
