@@ -529,3 +529,29 @@ def test_tool_use_stop_without_calls_ends_the_turn(aws: Any) -> None:
     assert len(model.requests) == 1
     assert of_type(ctx, b, "turn_completed")[0]["data"] == {"reason": "error"}
     verify_export(ctx, b)
+
+
+def test_stop_when_idle_finishes_in_flight_work_then_stops(aws: Any) -> None:
+    ctx = make_ctx(aws)
+    b = new_thread(ctx, "scripted")
+    api = Writer(aws.events(), clock=aws.clock)
+
+    def stop_now(request: bytes, request_event_id: str) -> None:
+        api.append(b, [Draft("stop_when_idle", {}, USER)])
+
+    use = {"type": "tool_use", "call_id": "c1", "name": "time", "input": {}}
+    model = ScriptedModel([{"content": [use], "stop_reason": "tool_use"}], hook=stop_now)
+    ctx.models = scripted(model)
+    say(ctx, b, "what time is it")
+    assert run(ctx, b).state == "idle"
+    assert len(model.requests) == 1  # nothing new after the barrier ...
+    assert types(ctx, b)[-5:] == [  # ... but the in-flight attempt and its call finish
+        "model_response",
+        "tool_call",
+        "permission_decision",
+        "tool_result",
+        "turn_completed",
+    ]
+    assert of_type(ctx, b, "tool_result")[0]["data"]["origin"] == "executed"
+    assert of_type(ctx, b, "turn_completed")[0]["data"] == {"reason": "interrupted"}
+    verify_export(ctx, b)

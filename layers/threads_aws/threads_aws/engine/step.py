@@ -202,6 +202,7 @@ class _Turn:
     last_model: dict[str, Any] | None = None  # latest model_request/response/abandoned
     pauses: int = 0
     steered: bool = False  # a steer follows the turn's latest model_request (it hasn't seen it)
+    stop_when_idle: bool = False  # finish what is in flight, request nothing new
 
 
 def _scan_turn(f: Fold) -> _Turn:
@@ -213,6 +214,8 @@ def _scan_turn(f: Fold) -> _Turn:
             requested = True
         elif typ == "steer" and not requested:
             t.steered = True
+        elif typ == "stop_when_idle":
+            t.stop_when_idle = True
         if typ in ("model_response", "model_response_recovered", "model_attempt_abandoned", "model_request"):
             if t.last_model is None:
                 t.last_model = ev
@@ -670,36 +673,47 @@ class _Step:
 
     # ------------------------------------------------------------------ model
     def next_model_step(self, view: View, turn: _Turn) -> str | None:
+        """Request again or complete the turn, from the latest answer. Under `stop_when_idle`
+        (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`."""
+        attempt, reason = self.after_answer(view, turn)
+        if attempt is not None and turn.stop_when_idle:
+            return self.complete_turn(view, "interrupted")
+        if attempt is not None:
+            return self.request(view, attempt=attempt)
+        return self.complete_turn(view, reason)
+
+    def after_answer(self, view: View, turn: _Turn) -> tuple[int | None, str]:
+        """(attempt to request next, None) or (None, turn_completed reason)."""
         last = turn.last_model
         if last is None:
-            return self.request(view, attempt=1)
+            return 1, ""
         d = last["data"]
         if last["type"] == "model_attempt_abandoned":
             req = _find_last(view.fold, "model_request", lambda x: True, 0)
             attempt = int(req["data"]["attempt"]) if req else 1
             if d.get("reason") == "prompt_too_long":
-                return self.complete_turn(view, "context_exhausted")
+                return None, "context_exhausted"
             if attempt >= MAX_ATTEMPTS:
-                return self.complete_turn(view, "model_unavailable")
-            return self.request(view, attempt=attempt + 1)
+                return None, "model_unavailable"
+            return attempt + 1, ""
         stop = d["stop_reason"]
         if any(p.get("type") == "tool_use" for p in d["content"]):
-            return self.request(view, attempt=1)  # its calls have their results now
+            return 1, ""  # its calls have their results now
         if stop == "tool_use":  # nothing to dispatch: re-asking would loop forever
-            return self.complete_turn(view, "error")
+            return None, "error"
         if stop in ("end_turn", "stop_sequence", "refusal"):
             if turn.steered:  # a steer landed while the model answered: it renders next
-                return self.request(view, attempt=1)
-            return self.complete_turn(view, "end_turn")
+                return 1, ""
+            return None, "end_turn"
         if stop == "pause_turn":
             if turn.pauses > MAX_PAUSE_CONTINUATIONS:
-                return self.complete_turn(view, "error")
-            return self.request(view, attempt=1)
+                return None, "error"
+            return 1, ""
         if stop == "max_tokens":
-            return self.complete_turn(view, "max_output")
+            return None, "max_output"
         if stop == "context_window_exceeded":
-            return self.complete_turn(view, "context_exhausted")
-        return self.complete_turn(view, "error")
+            return None, "context_exhausted"
+        return None, "error"
 
     def complete_turn(self, view: View, reason: str) -> str | None:
         self.append(view, [Draft("turn_completed", {"reason": reason}, HOST)])
