@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from hashlib import sha256 as _sha256
 from typing import Any
 
 from . import WRITER
@@ -32,15 +33,16 @@ class StoredLine:
 
     @classmethod
     def of_event(cls, raw: bytes, event: dict[str, Any]) -> StoredLine:
+        # positional and with the hash inlined: this runs once per imported line
         return cls(
-            seq=event["seq"],
-            raw=raw,
-            hash=sha256_hex(raw),
-            event_id=event["event_id"],
-            type=event["type"],
-            epoch=event["epoch"],
-            critical=event["critical"],
-            event=event,
+            event["seq"],
+            raw,
+            _sha256(raw).hexdigest(),
+            event["event_id"],
+            event["type"],
+            event["epoch"],
+            event["critical"],
+            event,
         )
 
     @classmethod
