@@ -29,3 +29,16 @@ def test_cli_output_and_exit(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("FAIL bad-kind: unknown kind")
     assert out[-1] == "0 passed, 1 failed, 0 skipped"
+
+
+def test_unknown_fixture_key_fails_the_case(tmp_path: Path) -> None:
+    case = tmp_path / "odd-sandbox"
+    case.mkdir()
+    (case / "case.json").write_text(
+        '{"name":"odd-sandbox","family":"log","kind":"fork","description":"x","clock":{"now":0}}'
+    )
+    (case / "expected.json").write_text('{"outcome":"ok"}')
+    snap = '{"restore_sandbox_id":"b","manifest":[],"colour":1}'
+    (case / "sandbox.json").write_text('{"snapshots":{"s":' + snap + "}}")
+    result = run_case(case)
+    assert result.verdict == "FAIL" and "sandbox.snapshots.s.colour" in result.detail

@@ -90,7 +90,9 @@ def run_case(case_dir: Path, env_factory: Any = None) -> CaseResult:
     except (OSError, ValueError) as exc:
         return CaseResult(name, "FAIL", f"unreadable case: {exc}")
     kind = case.get("kind")
-    unknown = set(case) - CASE_KEYS or (set(expected or {}) - EXPECTED_KEYS)
+    unknown = (
+        set(case) - CASE_KEYS or (set(expected or {}) - EXPECTED_KEYS) or _unknown_sandbox_keys(case_dir)
+    )
     if unknown:
         return CaseResult(name, "FAIL", f"unknown fixture keys {sorted(unknown)}")
     if kind in LATER:
@@ -115,6 +117,28 @@ def run_case(case_dir: Path, env_factory: Any = None) -> CaseResult:
             name, "FAIL", f"expected {expected.get('outcome')} got error {exc.code} at seq {exc.seq}"
         )
     return CaseResult(name, "PASS")
+
+
+SANDBOX_KEYS = {"tools", "snapshots"}
+SNAPSHOT_KEYS = {"restore_sandbox_id", "restore_response", "create_lookup", "manifest"}
+SANDBOX_TOOL_KEYS = {"output", "is_error", "executed_keys", "lookup", "process"}
+
+
+def _unknown_sandbox_keys(case_dir: Path) -> set[str]:
+    """sandbox.json (`$defs/SandboxScript`): an unknown key fails the case, never silently."""
+    path = case_dir / "sandbox.json"
+    if not path.exists():
+        return set()
+    try:
+        script = json.loads(path.read_text())
+    except ValueError:
+        return {"sandbox.json: not JSON"}
+    bad = {f"sandbox.{k}" for k in set(script) - SANDBOX_KEYS}
+    for sid, snap in (script.get("snapshots") or {}).items():
+        bad |= {f"sandbox.snapshots.{sid}.{k}" for k in set(snap) - SNAPSHOT_KEYS}
+    for tool, spec in (script.get("tools") or {}).items():
+        bad |= {f"sandbox.tools.{tool}.{k}" for k in set(spec) - SANDBOX_TOOL_KEYS}
+    return bad
 
 
 def run_dir(root: Path) -> list[CaseResult]:
