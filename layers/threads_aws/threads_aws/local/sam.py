@@ -6,15 +6,12 @@ physical names `store.infra.create_resources` gave the data plane."""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..store.infra import load_template
-
-ACCOUNT = "123456789012"
+from ..store.infra import ACCOUNT, Unresolved, load_template, pseudo_parameters, resolve
 
 
 @dataclass(frozen=True)
@@ -228,47 +225,6 @@ def parse_template(path: str | os.PathLike[str]) -> Template:
 # ---------------------------------------------------------------- environment
 
 
-class Unresolved(Exception):
-    pass
-
-
-def resolve(v: Any, refs: Mapping[str, str], region: str) -> Any:
-    """Resolve Ref / GetAtt / Sub / Join against `refs` (parameters, pseudo parameters, physical
-    names); `X.Arn` of a resource is synthesised from its name."""
-    if isinstance(v, list):
-        return [resolve(x, refs, region) for x in v]
-    if not isinstance(v, dict):
-        return v
-    if len(v) == 1:
-        ((k, arg),) = v.items()
-        if k == "Ref":
-            if arg not in refs:
-                raise Unresolved(arg)
-            return refs[arg]
-        if k == "Fn::GetAtt":
-            lid, att = arg if isinstance(arg, list) else arg.split(".", 1)
-            return _att(lid, att, refs, region)
-        if k == "Fn::Sub":
-            text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], resolve(arg[1], refs, region))
-
-            def sub(m: re.Match[str]) -> str:
-                key = m.group(1)
-                if key in extra:
-                    return str(extra[key])
-                if "." in key:
-                    lid, att = key.split(".", 1)
-                    return _att(lid, att, refs, region)
-                if key in refs:
-                    return refs[key]
-                raise Unresolved(key)
-
-            return re.sub(r"\$\{([^}!]+)\}", sub, text)
-        if k == "Fn::Join":
-            sep, parts = arg
-            return sep.join(str(x) for x in resolve(parts, refs, region))
-    return {k: resolve(x, refs, region) for k, x in v.items()}
-
-
 def _att(lid: str, att: str, refs: Mapping[str, str], region: str) -> str:
     if lid not in refs:
         raise Unresolved(lid)
@@ -289,20 +245,20 @@ def function_env(
     two functions wanting different values for one variable: all handlers share one process)."""
     refs = {
         **tpl.parameters,
-        "AWS::Region": region,
-        "AWS::AccountId": ACCOUNT,
-        "AWS::StackName": stack,
-        "AWS::Partition": "aws",
-        "AWS::URLSuffix": "amazonaws.com",
+        **pseudo_parameters(region, stack),
         **{lid: lid for lid in tpl.functions},
         **physical,
     }
+
+    def att(lid: str, name: str) -> str:
+        return _att(lid, name, refs, region)
+
     env: dict[str, str] = {}
     warnings: list[str] = []
     for fn in tpl.functions.values():
         for var, raw in fn.environment.items():
             try:
-                value = resolve(raw, refs, region)
+                value = resolve(raw, refs, att)
             except Unresolved as exc:
                 warnings.append(f"{fn.logical_id}: {var} refers to {exc.args[0]}, not created locally")
                 continue

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,61 +117,78 @@ def physical_name(prefix: str, logical_id: str) -> str:
     return f"{prefix}-{kebab}"
 
 
-class _Unresolved(Exception):
-    pass
+ACCOUNT = "123456789012"  # the account id an emulated (moto/local) deployment reports
+
+
+class Unresolved(Exception):
+    """A Ref/GetAtt/Sub names something not (yet) known."""
+
+
+def pseudo_parameters(region: str, stack_name: str) -> dict[str, str]:
+    return {
+        "AWS::Region": region,
+        "AWS::StackName": stack_name,
+        "AWS::AccountId": ACCOUNT,
+        "AWS::Partition": "aws",
+        "AWS::URLSuffix": "amazonaws.com",
+    }
+
+
+def resolve(v: Any, refs: Mapping[str, str], att: Callable[[str, str], str]) -> Any:
+    """Resolve the intrinsics the template uses (Ref, Fn::GetAtt, Fn::Sub, Fn::Join) against
+    `refs` (parameters, pseudo parameters, physical names) and `att(logical_id, attribute)`;
+    anything unknown raises Unresolved. The one resolver for resource creation and the local
+    gateway's function environments."""
+    if isinstance(v, list):
+        return [resolve(x, refs, att) for x in v]
+    if not isinstance(v, dict):
+        return v
+    if len(v) == 1:
+        ((k, arg),) = v.items()
+        if k == "Ref":
+            if arg not in refs:
+                raise Unresolved(arg)
+            return refs[arg]
+        if k == "Fn::GetAtt":
+            lid, name = arg if isinstance(arg, list) else arg.split(".", 1)
+            return att(lid, name)
+        if k == "Fn::Sub":
+            text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], resolve(arg[1], refs, att))
+
+            def sub(m: re.Match[str]) -> str:
+                key = m.group(1)
+                if key in extra:
+                    return str(extra[key])
+                if "." in key:
+                    return att(*key.split(".", 1))
+                if key in refs:
+                    return refs[key]
+                raise Unresolved(key)
+
+            return re.sub(r"\$\{([^}!]+)\}", sub, text)
+        if k == "Fn::Join":
+            sep, parts = arg
+            return sep.join(str(x) for x in resolve(parts, refs, att))
+    return {k: resolve(x, refs, att) for k, x in v.items()}
 
 
 class _Ctx:
+    """Refs and attributes of the resources created so far."""
+
     def __init__(self, doc: dict[str, Any], region: str, stack_name: str) -> None:
-        self.refs: dict[str, str] = {
-            "AWS::Region": region,
-            "AWS::StackName": stack_name,
-            "AWS::AccountId": "123456789012",
-        }
-        self.refs["AWS::Partition"] = "aws"
-        self.refs["AWS::URLSuffix"] = "amazonaws.com"
+        self.refs: dict[str, str] = pseudo_parameters(region, stack_name)
         for name, p in (doc.get("Parameters") or {}).items():
             if "Default" in p:
                 self.refs[name] = str(p["Default"])
         self.atts: dict[str, dict[str, str]] = {}
 
+    def att(self, lid: str, name: str) -> str:
+        if name not in self.atts.get(lid, {}):
+            raise Unresolved(lid)
+        return self.atts[lid][name]
+
     def resolve(self, v: Any) -> Any:
-        if isinstance(v, list):
-            return [self.resolve(x) for x in v]
-        if not isinstance(v, dict):
-            return v
-        if len(v) == 1:
-            ((k, arg),) = v.items()
-            if k == "Ref":
-                if arg not in self.refs:
-                    raise _Unresolved(arg)
-                return self.refs[arg]
-            if k == "Fn::GetAtt":
-                lid, att = arg if isinstance(arg, list) else arg.split(".", 1)
-                if att not in self.atts.get(lid, {}):
-                    raise _Unresolved(lid)
-                return self.atts[lid][att]
-            if k == "Fn::Sub":
-                text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], self.resolve(arg[1]))
-
-                def sub(m: re.Match[str]) -> str:
-                    key = m.group(1)
-                    if key in extra:
-                        return str(extra[key])
-                    if "." in key:
-                        lid, att = key.split(".", 1)
-                        if att in self.atts.get(lid, {}):
-                            return self.atts[lid][att]
-                        raise _Unresolved(lid)
-                    if key in self.refs:
-                        return self.refs[key]
-                    raise _Unresolved(key)
-
-                return re.sub(r"\$\{([^}!]+)\}", sub, text)
-            if k == "Fn::Join":
-                sep, parts = arg
-                return sep.join(str(x) for x in self.resolve(parts))
-        return {k: self.resolve(x) for k, x in v.items()}
+        return resolve(v, self.refs, self.att)
 
 
 # ---------------------------------------------------------------- clients
@@ -335,7 +352,7 @@ def create_resources(
                 props = ctx.resolve(
                     {k: v for k, v in (res.get("Properties") or {}).items() if k != _NAME_PROPS[res["Type"]]}
                 )
-            except _Unresolved:
+            except Unresolved:
                 continue
             name = names.get(lid) or physical_name(prefix, lid)
             kind = res["Type"]
