@@ -70,6 +70,7 @@ class Fold:
     budget_blocked: bool = False
     cancelled_final: bool = False
     cancel_requests: dict[str, str] = field(default_factory=dict)  # event_id -> scope
+    cancels_settled: set[str] = field(default_factory=set)  # cancel_requested ids a `cancelled` names
     last_cancel_seq: int = 0
     # model attempts
     awaiting: dict[str, int] = field(default_factory=dict)  # model_request event_id -> seq
@@ -370,6 +371,7 @@ class Fold:
     def _on_cancelled(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         if self.open_effects:
             raise self._bad(seq, "cancelled while an effect is begun or unknown")  # rule 11
+        self.cancels_settled.add(d["request_event_id"])
         if self.cancel_requests.get(d["request_event_id"]) in ("thread", "tree"):
             self.cancelled_final = True
 

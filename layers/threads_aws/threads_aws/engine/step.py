@@ -332,29 +332,18 @@ class _Step:
         if f.parked:
             return "parked"
         if f.awaiting:
-            drafts = [
-                Draft(
-                    "model_attempt_abandoned",
-                    {"provider_outcome": "unknown", "reason": "crash", "request_event_id": rid},
-                    RECOVERY,
-                )
-                for rid in f.awaiting
-            ]
-            self.append(view, drafts)
+            self.append(view, _abandon_open_attempts(f, "crash"))
             return None
         if f.pending:
             return self.advance_call(view, f.calls[next(iter(f.pending))])
         return self.next_model_step(view, turn)
 
     def open_cancel(self, f: Fold) -> dict[str, Any] | None:
-        """The latest cancel_requested if no `cancelled` names it yet."""
+        """The latest cancel_requested if no `cancelled` names it yet (from the fold: no scan)."""
         if not f.last_cancel_seq:
             return None
         ev = f.events[f.last_cancel_seq - 1]
-        for later in f.events[f.last_cancel_seq :]:
-            if later["type"] == "cancelled" and later["data"]["request_event_id"] == ev["event_id"]:
-                return None
-        return ev
+        return None if ev["event_id"] in f.cancels_settled else ev
 
     def resume_satisfied(self, view: View) -> bool:
         """Close parks whose cause is settled but that nobody resumed (the API normally appends
@@ -382,15 +371,7 @@ class _Step:
     def cancel_turn(self, view: View, cancel: dict[str, Any]) -> str | None:
         f = view.fold
         if f.awaiting:
-            drafts = [
-                Draft(
-                    "model_attempt_abandoned",
-                    {"provider_outcome": "unknown", "reason": "cancelled", "request_event_id": rid},
-                    RECOVERY,
-                )
-                for rid in f.awaiting
-            ]
-            self.append(view, drafts)
+            self.append(view, _abandon_open_attempts(f, "cancelled"))
             return None
         closing: list[Draft] = []
         for call_id in f.pending:
@@ -833,3 +814,11 @@ def _read_result(body: bytes) -> tuple[str, bool]:
 
     v = json.loads(body)
     return str(v.get("text", "")), bool(v.get("is_error", False))
+
+
+def _abandon_open_attempts(f: Fold, reason: str) -> list[Draft]:
+    """Close every attempt still awaiting its response: sent or not, we can't tell (no lookup)."""
+    data = {"provider_outcome": "unknown", "reason": reason}
+    return [
+        Draft("model_attempt_abandoned", {**data, "request_event_id": rid}, RECOVERY) for rid in f.awaiting
+    ]
