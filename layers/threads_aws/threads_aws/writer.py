@@ -38,6 +38,11 @@ class Draft:
     actor: dict[str, Any]
 
 
+# A draft, or a function of the lines built before it in the same batch (so a `resumed` can name
+# the event_id of the decision it commits with).
+DraftLike = Draft | Callable[[list[StoredLine]], Draft]
+
+
 @dataclass
 class View:
     """A verified, reduced branch as of `record.head_seq`."""
@@ -124,7 +129,7 @@ class Writer:
 
     # ------------------------------------------------------------- writes
     def build(
-        self, view: View, drafts: Sequence[Draft], *, epoch: int, now: int | None = None
+        self, view: View, drafts: Sequence[DraftLike], *, epoch: int, now: int | None = None
     ) -> list[StoredLine]:
         """Envelope, canonical bytes and hash chain for `drafts` after the view's head. Each line
         is fed through the view's importer (schema + validate_next), so the view advances as if
@@ -133,7 +138,8 @@ class Writer:
         prev = view.last_hash
         seq = view.head_seq
         lines: list[StoredLine] = []
-        for d in drafts:
+        for item in drafts:
+            d = item if isinstance(item, Draft) else item(lines)
             seq += 1
             ev = {
                 "actor": d.actor,
@@ -159,7 +165,7 @@ class Writer:
     def append(
         self,
         branch_id: str,
-        drafts: Sequence[Draft],
+        drafts: Sequence[DraftLike],
         *,
         epoch: int | None = None,
         view: View | None = None,

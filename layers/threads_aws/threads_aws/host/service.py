@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from ..agents import Agent
@@ -38,7 +37,7 @@ NOT_WRITABLE = ("read_only", "corrupt", "fork_failed")
 NOT_RUNNABLE = ("inspection_only", *NOT_WRITABLE)
 HIDDEN = ("forking", "fork_failed")
 
-Maker = Callable[[list[StoredLine]], Draft]  # builds a draft from the lines built before it
+Maker = Callable[[list[StoredLine]], Draft]  # writer.DraftLike: a draft from the lines built before it
 
 
 def _user(principal: Principal) -> dict[str, Any]:
@@ -118,28 +117,14 @@ class Host:
         makers: Sequence[Maker],
         extra: Callable[[list[StoredLine]], Sequence[dict[str, Any]]] | None = None,
     ) -> list[StoredLine]:
-        """Build `makers` after the view's head (a maker sees the lines built before it, so a
-        `resumed` can name its cause's event_id) and commit them with `extra` side items in one
-        fenced transaction, as `Writer.append` does."""
-        ep = view.writer_epoch()
-        expected = view.head_seq
-        now = self.clock()
-        lines: list[StoredLine] = []
-        try:
-            for make in makers:
-                lines += self.writer.build(view, [make(lines)], epoch=ep, now=now)
-            side = list(extra(lines)) if extra is not None else []
-            head = self.store.append(
-                view.branch_id, lines, expected_head_seq=expected, epoch=ep, now_ms=now, extra_items=side
-            )
-        except BaseException:
-            self.writer.forget(view.branch_id)
-            raise
-        view.record = replace(
-            view.record,
-            head_seq=head.seq,
-            head_hash=head.hash,
-            head_epoch=max(view.record.head_epoch, head.epoch),
+        """Commit `makers` (each sees the lines built before it) with `extra` side items in one
+        fenced transaction under the view's writer epoch."""
+        _, lines = self.writer.append(
+            view.branch_id,
+            makers,
+            view=view,
+            now=self.clock(),
+            extra_items=(lambda _view, built: extra(built)) if extra is not None else None,
         )
         return lines
 
