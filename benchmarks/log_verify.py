@@ -26,15 +26,7 @@ from typing import Any
 from threads_aws import importer
 from threads_aws.canonical import canonical_bytes, new_uuid7, sha256_hex
 from threads_aws.lines import head_line, header_line
-
-try:  # reduce needs threads_aws.render (transcript); fall back if it is not there yet
-    from threads_aws import render as _render  # noqa: F401
-    from threads_aws.reduce import reduce as _reduce
-
-    HAVE_RENDER = True
-except ImportError:  # pragma: no cover - only while render.py is being written
-    _reduce = None
-    HAVE_RENDER = False
+from threads_aws.reduce import reduce
 
 EVENTS = 10_000
 START_MS = 1_790_000_000_000
@@ -201,10 +193,7 @@ def generate(n_events: int = EVENTS) -> tuple[bytes, list[bytes], list[dict[str,
 def ours(data: bytes) -> Any:
     imp = importer.import_log(data)
     assert imp.head_verified
-    if _reduce is not None:
-        return _reduce(imp.fold, imp.segments[-1].last.hash)
-    f = imp.fold  # fallback while render is missing: the fold's non-transcript state
-    return (f.status(), f.turns_completed, list(f.pending), f.fork_points())
+    return reduce(imp.fold, imp.segments[-1].last.hash)
 
 
 def floor(lines: list[bytes]) -> None:
@@ -233,10 +222,7 @@ def main() -> None:
     data, lines, _ = generate(args.events)
     n = len(lines)
     state = ours(data)  # warm-up, and a sanity check of the generated log
-    if HAVE_RENDER:
-        assert state["turns_completed"] == (args.events - 1) // 9 and state["status"] == "idle", state[
-            "status"
-        ]
+    assert state["turns_completed"] == (args.events - 1) // 9 and state["status"] == "idle", state["status"]
     if args.profile:
         import cProfile
         import pstats
@@ -251,12 +237,7 @@ def main() -> None:
     t_floor = best_of(floor, lines, args.runs)
     ours_lps, floor_lps = n / t_ours, n / t_floor
     print(f"lines: {n} ({args.events} events + header + head), {len(data)} bytes, best of {args.runs}")
-    what = (
-        "import_log + reduce"
-        if HAVE_RENDER
-        else "import_log + fold.status() etc. (render missing: no transcript)"
-    )
-    print(f"ours  ({what}): {ours_lps:,.0f} lines/s  ({t_ours * 1000:.1f} ms)")
+    print(f"ours  (import_log + reduce): {ours_lps:,.0f} lines/s  ({t_ours * 1000:.1f} ms)")
     print(f"floor (json.loads + sha256 hexdigest): {floor_lps:,.0f} lines/s  ({t_floor * 1000:.1f} ms)")
     print(f"ratio: {ours_lps / floor_lps:.3f}")
 

@@ -7,7 +7,6 @@ are never copied into the repo.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -21,18 +20,6 @@ CASES = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "cases"
 NOW = "1790000060000"
 
 pytestmark = pytest.mark.skipif(not CASES.is_dir(), reason=f"conformance cases not found at {CASES}")
-
-
-def _has(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-HAS_RENDER = _has("threads_aws.render")
-HAS_STORE = _has("threads_aws.store.events") and _has("moto")
-needs_render = pytest.mark.skipif(not HAS_RENDER, reason="threads_aws.render is not written yet")
 
 
 def _copy(tmp_path: Path, case: str, name: str = "log.jsonl") -> Path:
@@ -190,7 +177,6 @@ def test_artifacts_dir_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str
 # --------------------------------------------------------------------------------------------
 
 
-@needs_render
 def test_reduce_equals_expected_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = _copy(tmp_path, "reduce-simple-run")
     assert main(["log", "reduce", str(log), "--now", NOW]) == 0
@@ -199,7 +185,6 @@ def test_reduce_equals_expected_state(tmp_path: Path, capsys: pytest.CaptureFixt
     assert out == json.dumps(json.loads(out), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-@needs_render
 def test_reduce_all_ok_cases_with_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     checked = 0
     for case_dir in sorted(CASES.iterdir()):
@@ -218,7 +203,6 @@ def test_reduce_all_ok_cases_with_state(tmp_path: Path, capsys: pytest.CaptureFi
     assert checked >= 1
 
 
-@needs_render
 def test_reduce_projections(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cases = [
         d
@@ -239,7 +223,6 @@ def test_reduce_projections(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
             assert got[key] == value, (d.name, key)
 
 
-@needs_render
 def test_reduce_torn_notes_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path, _ = _torn(tmp_path)
     assert main(["log", "reduce", str(path), "--now", NOW]) == 0
@@ -338,7 +321,6 @@ def _request_artifacts(tmp_path: Path, case: str) -> tuple[Path, list[tuple[int,
     return adir, reqs
 
 
-@needs_render
 def test_verify_requests_with_artifacts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = _copy(tmp_path, "reduce-simple-run")
     adir, reqs = _request_artifacts(tmp_path, "reduce-simple-run")
@@ -371,7 +353,6 @@ def test_no_artifacts_means_no_request_check(tmp_path: Path, capsys: pytest.Capt
 # --------------------------------------------------------------------------------------------
 
 
-@needs_render
 def test_render_next_request(tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     from threads_aws.render import render_request
 
@@ -388,7 +369,6 @@ def test_render_next_request(tmp_path: Path, capsysbinary: pytest.CaptureFixture
     assert set(first) == {"adapter", "model", "params", "system", "tools"}
 
 
-@needs_render
 def test_render_matches_case_render_expectation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cases = [d for d in sorted(CASES.iterdir()) if (d / "request.bytes").is_file()]
     if not cases:
@@ -427,8 +407,6 @@ def test_import_needs_tenant(tmp_path: Path, capsys: pytest.CaptureFixture[str],
 
 @pytest.fixture
 def aws_store(monkeypatch):
-    if not HAS_STORE:
-        pytest.skip("threads_aws.store.events or moto not available")
     import boto3
     from moto import mock_aws
 
@@ -599,7 +577,6 @@ def _child_export(tmp_path: Path) -> Path:
     return path
 
 
-@needs_render
 def test_child_export_verify_and_reexport(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if not (CASES / "fork-at-snapshot-ok").is_dir():
         pytest.skip("fork-at-snapshot-ok not shipped")

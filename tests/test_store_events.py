@@ -7,6 +7,7 @@ import threading
 import pytest
 from threads_aws.canonical import sha256_hex
 from threads_aws.errors import LogError
+from threads_aws.importer import import_log
 from threads_aws.lines import head_line
 from threads_aws.store import AlreadyExists, NotFound, StateConflict
 
@@ -394,18 +395,7 @@ def test_five_thousand_events_export_byte_identical(aws, chain):
         after = page[-1][1].seq
     assert seen == list(range(0, 5001))
 
-    importer = pytest.importorskip("threads_aws.importer")
-    if not hasattr(importer, "import_log"):
-        pytest.skip("TODO(core): re-import clean once threads_aws.importer.import_log exists")
-    # TODO(core): heartbeat-only logs may not satisfy validate_next (e.g. a thread_started first);
-    # if import_log refuses these synthetic events semantically, build the 5,000 events from a
-    # valid run instead. The store-level byte identity above holds either way.
-    try:
-        imported = importer.import_log(data)
-    except LogError as exc:
-        if exc.code in ("invalid_transition", "invalid_line"):
-            pytest.xfail(f"synthetic heartbeat log not semantically valid for the importer: {exc}")
-        raise
+    imported = import_log(data)  # the export re-imports clean: chain, seqs, head, every rule
     assert imported.head_verified and imported.segments[-1].lines[-1].hash == c.lines[-1].hash
 
 
