@@ -67,25 +67,12 @@ def _committed(data: bytes, imported: Imported) -> bytes:
     return data[: imported.committed_bytes]
 
 
-def _import_final(
-    env: CaseEnv,
-    case_dir: Path,
-    case: dict[str, Any],
-    expected: dict[str, Any],
-    *,
-    verify_requests: bool = False,
-) -> tuple[Imported, Imported] | None:
-    """`_import` for kinds whose only possible error is the import's own."""
-    got = _import(env, case_dir, case, expected, verify_requests=verify_requests)
-    if got is not None and expected["outcome"] == "error":
-        raise Mismatch(f"expected error {expected['error']} got ok")
-    return got
-
-
 def run_reduce(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dict[str, Any]) -> None:
-    got = _import_final(env, case_dir, case, expected)
+    got = _import(env, case_dir, case, expected)
     if got is None:
         return
+    if expected["outcome"] == "error":
+        raise Mismatch(f"expected error {expected['error']} got ok")
     imported, served = got
     _check_state(expected, served, case["clock"]["now"])
     if "committed_bytes" in expected:
@@ -96,18 +83,20 @@ def run_reduce(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dic
 def run_render(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dict[str, Any]) -> None:
     from .. import render
 
-    got = _import_final(env, case_dir, case, expected, verify_requests=True)
+    got = _import(env, case_dir, case, expected, verify_requests=True)
     if got is None:
         return
     _, served = got
-    _check_state(expected, served, case["clock"]["now"])
     events = served.fold.known_events()
     get = env.artifacts.get_ref
-    try:
+    try:  # rendering the next request verifies the artifacts its parts reference: an error too
         nxt = render.render_request(events, get)
     except LogError as exc:
         _error_outcome(expected, exc)
         return
+    if expected["outcome"] == "error":
+        raise Mismatch(f"expected error {expected['error']} got ok")
+    _check_state(expected, served, case["clock"]["now"])
     if "render" in expected:
         _expect("render.next_request_sha256", expected["render"]["next_request_sha256"], sha256_hex(nxt))
         _expect(
