@@ -42,3 +42,49 @@ def test_unknown_fixture_key_fails_the_case(tmp_path: Path) -> None:
     (case / "sandbox.json").write_text('{"snapshots":{"s":' + snap + "}}")
     result = run_case(case)
     assert result.verdict == "FAIL" and "sandbox.snapshots.s.colour" in result.detail
+
+
+def _render_case(tmp_path: Path, *, drop_artifact: bool) -> Path:
+    """A render case built from reduce-simple-run: its requests' bytes become the artifacts."""
+    import json
+    import shutil
+
+    from threads_aws.canonical import sha256_hex
+    from threads_aws.importer import import_log
+    from threads_aws.render import declared_prefix, render_request
+
+    src = CASES / "reduce-simple-run"
+    case = tmp_path / ("render-missing" if drop_artifact else "render-ok")
+    (case / "artifacts").mkdir(parents=True)
+    shutil.copyfile(src / "log.jsonl", case / "log.jsonl")
+    events = import_log((src / "log.jsonl").read_bytes()).fold.known_events()
+    requests = [i for i, e in enumerate(events) if e["type"] == "model_request"]
+    for i in requests:
+        body = render_request(events[:i], lambda ref: b"")
+        assert sha256_hex(body) == events[i]["data"]["request_ref"]["sha256"]
+        if not (drop_artifact and i == requests[-1]):
+            (case / "artifacts" / sha256_hex(body)).write_bytes(body)
+    meta = json.loads((src / "case.json").read_text())
+    meta.update(name=case.name, kind="render")
+    (case / "case.json").write_text(json.dumps(meta))
+    if drop_artifact:
+        expected = {
+            "outcome": "error",
+            "error": {"code": "artifact_missing", "seq": events[requests[-1]]["seq"]},
+        }
+    else:
+        nxt = render_request(events, lambda ref: b"")
+        expected = {
+            "outcome": "ok",
+            "state": json.loads((src / "expected.json").read_text())["state"],
+            "render": {"next_request_sha256": sha256_hex(nxt), "declared_prefix": declared_prefix(events)},
+        }
+    (case / "expected.json").write_text(json.dumps(expected))
+    return case
+
+
+@pytest.mark.skipif(not CASE_DIRS, reason="../shared/conformance/cases is not beside the repo")
+@pytest.mark.parametrize("drop_artifact", [False, True])
+def test_render_kind(tmp_path: Path, drop_artifact: bool) -> None:
+    result = run_case(_render_case(tmp_path, drop_artifact=drop_artifact))
+    assert result.verdict == "PASS", result.line()
