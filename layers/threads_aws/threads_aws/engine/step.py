@@ -306,7 +306,9 @@ class _Step:
             return "idle"
         if self.resume_satisfied(view):
             return None
-        for entry in f.effects.values():
+        # Only walk the effects when one is open (the fold counts them): a thread's settled
+        # effects are never looked at again.
+        for entry in f.effects.values() if f.open_effects else ():
             if entry["status"] == "begun":  # its holder crashed between begin and commit
                 self.append(
                     view,
