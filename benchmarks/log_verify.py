@@ -23,10 +23,10 @@ import json
 import time
 from typing import Any
 
-from threads_aws import importer
-from threads_aws.canonical import canonical_bytes, new_uuid7, sha256_hex
-from threads_aws.lines import head_line, header_line
-from threads_aws.reduce import reduce
+from threads_aws.core import importer
+from threads_aws.core.canonical import canonical_bytes, new_uuid7, sha256_hex
+from threads_aws.core.lines import head_line, header_line
+from threads_aws.core.reduced_state import reduce
 
 EVENTS = 10_000
 START_MS = 1_790_000_000_000

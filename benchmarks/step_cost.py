@@ -28,12 +28,12 @@ for k, v in (
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 from threads_aws.agents import load_agents  # noqa: E402
-from threads_aws.canonical import new_uuid7  # noqa: E402
+from threads_aws.core.canonical import new_uuid7  # noqa: E402
+from threads_aws.core.lines import StoredLine, header_line  # noqa: E402
 from threads_aws.engine.step import EngineContext, advance  # noqa: E402
-from threads_aws.lines import StoredLine, header_line  # noqa: E402
+from threads_aws.local.infra import create_resources, default_template_path  # noqa: E402
 from threads_aws.local.moto_patch import speed_up_moto_transactions  # noqa: E402
 from threads_aws.store import ArtifactStore, EventStore  # noqa: E402
-from threads_aws.store.infra import create_resources, default_template_path  # noqa: E402
 from threads_aws.writer import Draft, Writer  # noqa: E402
 
 USER = {"kind": "user", "principal": {"issuer": "api", "subject": "alice", "tenant": "acme"}}

@@ -4,7 +4,7 @@
 Issue: "measure pydantic v2 models vs a compiled JSON-Schema validator for the 53 data shapes
 and keep the faster one". Both sides validate the same event dicts:
 
-(a) compiled-jsonschema: `threads_aws.schema.check_event` (envelope + per-type fastjsonschema
+(a) compiled-jsonschema: `threads_aws.core.schema.check_event` (envelope + per-type fastjsonschema
     code generated into threads_aws/_validators.py by threads_aws/schema_gen.py);
 (b) pydantic: `TypeAdapter(Model_for_type).validate_python(event, strict=True)`, one adapter
     per event type, picked by `event["type"]` (the same dispatch (a) does).
@@ -177,9 +177,9 @@ def regenerate() -> None:
 def corpus() -> tuple[list[dict[str, Any]], int, int]:
     sys.path.insert(0, str(HERE))
     import log_verify
-    from threads_aws.canonical import NotCanonical, admit
-    from threads_aws.errors import LogError
-    from threads_aws.schema import check_event
+    from threads_aws.core.canonical import NotCanonical, admit
+    from threads_aws.core.errors import LogError
+    from threads_aws.core.schema import check_event
 
     _, _, events = log_verify.generate()
     conf, skipped = [], 0
@@ -306,9 +306,9 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
 
     from pydantic import TypeAdapter, ValidationError
-    from threads_aws import _validators as V
-    from threads_aws.errors import LogError
-    from threads_aws.schema import check_event
+    from threads_aws.core import _validators as V
+    from threads_aws.core.errors import LogError
+    from threads_aws.core.schema import check_event
 
     pm = importlib.import_module("_pydantic_models")
     adapters = {t: TypeAdapter(m) for t, m in pm.EVENT_MODELS.items()}
@@ -383,7 +383,7 @@ def main() -> None:
     n = len(events)
 
     # --- cold start (fresh interpreter, bytecode cache warm, as on a warm Lambda image)
-    cold_comp = cold_import("import threads_aws._validators")
+    cold_comp = cold_import("import threads_aws.core._validators")
     cold_pyd_import = cold_import("import _pydantic_models")
     cold_pyd = cold_import(
         "import _pydantic_models as m; from pydantic import TypeAdapter;"
@@ -410,7 +410,7 @@ def main() -> None:
     print(f"{'pydantic TypeAdapter.validate_python lax':44s} {n / t_lax:12,.0f} {t_lax / n * 1e6:9.2f}")
     print()
     print(f"{'cold start (fresh interpreter, .pyc warm)':44s} {'ms':>12s}")
-    print(f"{'import threads_aws._validators':44s} {cold_comp * 1000:12.1f}")
+    print(f"{'import threads_aws.core._validators':44s} {cold_comp * 1000:12.1f}")
     print(f"{'import _pydantic_models (incl. pydantic)':44s} {cold_pyd_import * 1000:12.1f}")
     print(f"{'import _pydantic_models + 54 TypeAdapters':44s} {cold_pyd * 1000:12.1f}")
     print(f"{'  (import pydantic alone)':44s} {cold_pydantic_only * 1000:12.1f}")

@@ -304,7 +304,7 @@ def test_export_needs_file_or_branch(tmp_path: Path, capsys: pytest.CaptureFixtu
 def _request_artifacts(tmp_path: Path, case: str) -> tuple[Path, list[tuple[int, str]]]:
     """An artifacts dir with the Render v1 bytes of every model_request of `case` (computed
     from the events before it), and the (seq, sha256) of each request."""
-    from threads_aws.render import render_request
+    from threads_aws.core.render import render_request
 
     events = [json.loads(x) for x in _lines(CASES / case / "log.jsonl")]
     events = [e for e in events if "format" not in e]
@@ -354,7 +354,7 @@ def test_no_artifacts_means_no_request_check(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_render_next_request(tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
-    from threads_aws.render import render_request
+    from threads_aws.core.render import render_request
 
     log = _copy(tmp_path, "reduce-simple-run")
     events = [json.loads(x) for x in _lines(log)]
@@ -547,9 +547,9 @@ CHILD_BRANCH = "0192b000-0000-7000-8000-0000000000c1"
 
 def _child_export(tmp_path: Path) -> Path:
     """Fork fork-at-snapshot-ok at its case's snapshot and write the child's export."""
-    from threads_aws.fork import child_lines, fork_point
-    from threads_aws.importer import export_bytes, import_log
-    from threads_aws.lines import head_line
+    from threads_aws.core.fork_points import child_lines, fork_point
+    from threads_aws.core.importer import export_bytes, import_log
+    from threads_aws.core.lines import head_line
 
     case = "fork-at-snapshot-ok"
     spec = json.loads((CASES / case / "case.json").read_text())
@@ -568,7 +568,7 @@ def _child_export(tmp_path: Path) -> Path:
         sandbox_id="sbx_cli_test",
     )
     parent.lines = [line for line in parent.lines if line.seq <= point.seq]
-    from threads_aws.importer import Segment
+    from threads_aws.core.importer import Segment
 
     child = Segment(CHILD_BRANCH, parent.thread_id, header, {"impl": "threads-aws", "version": "0.1.0"})
     child.lines.append(fork)

@@ -49,9 +49,9 @@ def _render_case(tmp_path: Path, *, drop_artifact: bool) -> Path:
     import json
     import shutil
 
-    from threads_aws.canonical import sha256_hex
-    from threads_aws.importer import import_log
-    from threads_aws.render import declared_prefix, render_request
+    from threads_aws.core.canonical import sha256_hex
+    from threads_aws.core.importer import import_log
+    from threads_aws.core.render import declared_prefix, render_request
 
     src = CASES / "reduce-simple-run"
     case = tmp_path / ("render-missing" if drop_artifact else "render-ok")

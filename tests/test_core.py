@@ -6,11 +6,11 @@ import json
 from typing import Any
 
 import pytest
-from threads_aws.canonical import NotCanonical, admit, canonical_bytes, sha256_hex
-from threads_aws.errors import LogError
-from threads_aws.fork import child_lines, fork_point
-from threads_aws.importer import export_bytes, import_log
-from threads_aws.lines import head_line, header_line
+from threads_aws.core.canonical import NotCanonical, admit, canonical_bytes, sha256_hex
+from threads_aws.core.errors import LogError
+from threads_aws.core.fork_points import child_lines, fork_point
+from threads_aws.core.importer import export_bytes, import_log
+from threads_aws.core.lines import head_line, header_line
 
 T = "0192a000-0000-7000-8000-000000000001"
 B = "0192b000-0000-7000-8000-000000000001"

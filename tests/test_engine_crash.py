@@ -20,7 +20,7 @@ from test_engine_helpers import (
     say,
     verify_export,
 )
-from threads_aws import projections
+from threads_aws.core import projections
 from threads_aws.engine.step import EngineContext
 from threads_aws.writer import Draft, Writer
 

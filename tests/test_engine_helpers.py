@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from threads_aws import render
 from threads_aws.agents import load_agents
-from threads_aws.canonical import new_uuid7
+from threads_aws.core import render
+from threads_aws.core.canonical import new_uuid7
+from threads_aws.core.importer import import_log
+from threads_aws.core.lines import StoredLine, header_line
 from threads_aws.engine.models import adapter_for
 from threads_aws.engine.step import EngineContext, StepOutcome, advance
-from threads_aws.importer import import_log
-from threads_aws.lines import StoredLine, header_line
 from threads_aws.writer import Draft, Writer
 
 ALICE = {"issuer": "api", "subject": "alice", "tenant": "acme"}

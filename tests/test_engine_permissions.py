@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from threads_aws.core.errors import LogError
 from threads_aws.engine.permissions import PermissionEngine, Rule, suggested_rules
-from threads_aws.errors import LogError
 
 POLICY = {"mode": "default", "allow": ["time", "todo_write"], "ask": ["note"], "deny": ["bash(rm:*)"]}
 

@@ -20,7 +20,7 @@ from test_engine_helpers import (
     types,
     verify_export,
 )
-from threads_aws import projections
+from threads_aws.core import projections
 from threads_aws.engine import records
 from threads_aws.engine.models import ScriptedModel
 from threads_aws.engine.tools import BUILTIN_EXECUTORS, ToolContext, ToolOutput, ToolUncertain, run_note

@@ -111,7 +111,7 @@ def test_served_contract_is_schemas_openapi():
 
 
 def test_template_declares_every_route():
-    from threads_aws.store.infra import load_template
+    from threads_aws.local.infra import load_template
 
     doc = json.loads((REPO / "schemas" / "openapi.json").read_text())
     tpl = load_template(REPO / "template.yaml")

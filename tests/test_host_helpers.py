@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from threads_aws.agents import load_agents
-from threads_aws.canonical import canonical_hash, new_uuid7
+from threads_aws.core.canonical import canonical_hash, new_uuid7
 from threads_aws.host.principal import Principal
 from threads_aws.host.service import Host
 from threads_aws.writer import Draft, Writer

@@ -18,7 +18,7 @@ from test_host_helpers import (
     start,
     types,
 )
-from threads_aws.errors import LogError
+from threads_aws.core.errors import LogError
 from threads_aws.host.errors import ApiError
 from threads_aws.host.principal import Principal
 

@@ -164,7 +164,7 @@ def test_a_window_never_serves_a_control_s_uncommitted_line(host, monkeypatch):
     # stream reading that view at the same moment served it: a phantom id, then a gap.
     import threading
 
-    from threads_aws.errors import LogError
+    from threads_aws.core.errors import LogError
 
     run = start(host)
     real_append, real_load = host.store.append, host._load

@@ -1,4 +1,4 @@
-"""Named projections (threads_aws.projections): conformance cases plus synthetic logs."""
+"""Named projections (threads_aws.core.projections): conformance cases plus synthetic logs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from threads_aws import projections as P
+from threads_aws.core import projections as P
 
 CASES = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "cases"
 OPENAPI = Path(__file__).resolve().parents[2] / "shared" / "spec" / "openapi.json"

@@ -1,4 +1,4 @@
-"""Render v1 (threads_aws.render): conformance hashes, verification order, and each render rule."""
+"""Render v1 (threads_aws.core.render): conformance hashes, verification order, and each render rule."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from threads_aws.canonical import canonical_bytes, sha256_hex
-from threads_aws.errors import LogError
-from threads_aws.render import (
+from threads_aws.core.canonical import canonical_bytes, sha256_hex
+from threads_aws.core.errors import LogError
+from threads_aws.core.render import (
     CLEARED_RESULT_TEXT,
     COMPACTION_INSTRUCTION,
     Renderer,
@@ -1072,7 +1072,7 @@ def test_fast_jcs_path_equals_rfc8785() -> None:
     import random
     import string
 
-    from threads_aws.render import _jcs
+    from threads_aws.core.render import _jcs
 
     rnd = random.Random(8785)
     alphabet = string.printable + "\x00\x1f\x7f\u00e9\u2028\U0001f600\ue000"

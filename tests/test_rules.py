@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 from test_core import ALICE, B2, TOOL, B, LogBuilder, T, eid, snapshot_data, started, turn
-from threads_aws.canonical import canonical_bytes, canonical_hash, sha256_hex
-from threads_aws.errors import LogError
-from threads_aws.fork import fork_point
-from threads_aws.importer import Imported, import_log
-from threads_aws.lines import head_line, header_line
-from threads_aws.reduce import reduce
+from threads_aws.core.canonical import canonical_bytes, canonical_hash, sha256_hex
+from threads_aws.core.errors import LogError
+from threads_aws.core.fork_points import fork_point
+from threads_aws.core.importer import Imported, import_log
+from threads_aws.core.lines import head_line, header_line
+from threads_aws.core.reduced_state import reduce
 
 NOW = 10**13
 T2 = "0192a000-0000-7000-8000-000000000002"
@@ -1307,7 +1307,7 @@ def test_rule_29_output_style_needs_a_policy_style() -> None:
 
 
 def test_rule_29_actor_and_timing() -> None:
-    from threads_aws.fold import Fold
+    from threads_aws.core.fold import Fold
 
     def fold_with_style() -> Fold:
         f = Fold()

@@ -18,8 +18,8 @@ from typing import Any
 
 import fastjsonschema
 import pytest
-from threads_aws import _validators as V
 from threads_aws import schema_gen
+from threads_aws.core import _validators as V
 
 CASES = Path("/work/shared/conformance/cases")
 SEED = 20240607
@@ -354,7 +354,7 @@ def test_validators_module_is_fresh() -> None:
 def test_runtime_does_not_import_fastjsonschema() -> None:
     src = schema_gen.OUT.read_text()
     assert "fastjsonschema" not in src
-    import threads_aws.schema as schema_mod
+    import threads_aws.core.schema as schema_mod
 
     assert "fastjsonschema" not in Path(schema_mod.__file__).read_text()
 

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 from botocore.exceptions import ClientError
-from threads_aws.errors import LogError
+from threads_aws.core.errors import LogError
 from threads_aws.store.artifacts import ArtifactStore
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 
 import pytest
-from threads_aws.canonical import sha256_hex
-from threads_aws.errors import LogError
-from threads_aws.importer import import_log
-from threads_aws.lines import head_line
+from threads_aws.core.canonical import sha256_hex
+from threads_aws.core.errors import LogError
+from threads_aws.core.importer import import_log
+from threads_aws.core.lines import head_line
 from threads_aws.store import AlreadyExists, NotFound, StateConflict
 
 TENANT = "acme"

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from threads_aws.store.infra import Resources, load_template, physical_name
+from threads_aws.local.infra import load_template, physical_name
+from threads_aws.store.names import ResourceNames
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "template.yaml"
 
@@ -84,7 +85,7 @@ def test_queues_match_template(aws):
 def test_resources_env_round_trip(aws):
     env = aws.resources.env()
     assert env["EVENTS_TABLE"] == aws.resources.events_table
-    back = Resources.from_env(env)
+    back = ResourceNames.from_env(env)
     assert (
         back.events_table,
         back.state_table,
@@ -99,7 +100,7 @@ def test_resources_env_round_trip(aws):
         aws.resources.inbox_queue_url,
     )
     with pytest.raises(KeyError):
-        Resources.from_env({"EVENTS_TABLE": "x"})
+        ResourceNames.from_env({"EVENTS_TABLE": "x"})
 
 
 def test_every_template_resource_of_a_known_kind_is_created(aws):

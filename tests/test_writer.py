@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from threads_aws.canonical import new_uuid7
-from threads_aws.errors import LogError
-from threads_aws.importer import import_log
-from threads_aws.lines import StoredLine, header_line
+from threads_aws.core.canonical import new_uuid7
+from threads_aws.core.errors import LogError
+from threads_aws.core.importer import import_log
+from threads_aws.core.lines import StoredLine, header_line
 from threads_aws.writer import Draft, Writer
 
 ALICE = {"issuer": "api", "subject": "alice", "tenant": "acme"}

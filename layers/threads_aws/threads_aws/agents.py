@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .canonical import canonical_hash
+from .core.canonical import canonical_hash
 
 DEFAULT_FILE = Path(__file__).resolve().parent / "data" / "agents.json"
 

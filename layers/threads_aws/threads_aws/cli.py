@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .importer import Imported
+    from .core.importer import Imported
 
 PROG = "threads-aws"
 EXIT_OK = 0
@@ -129,7 +129,7 @@ def dir_artifacts(directory: str) -> Callable[[dict[str, Any]], bytes]:
     Absent → `artifact_missing`; wrong length or hash → `artifact_corrupt` (LogError, seq filled
     in by the caller: the event that carries the ref).
     """
-    from .errors import LogError
+    from .core.errors import LogError
 
     root = Path(directory)
     if not root.is_dir():
@@ -157,7 +157,7 @@ def dir_artifacts(directory: str) -> Callable[[dict[str, Any]], bytes]:
 
 
 def _no_artifacts(ref: dict[str, Any]) -> bytes:
-    from .errors import LogError
+    from .core.errors import LogError
 
     sha = ref.get("sha256") if isinstance(ref, dict) else None
     raise LogError("artifact_missing", None, f"artifact {sha} needed (pass --artifacts DIR)")
@@ -171,7 +171,7 @@ def _no_artifacts(ref: dict[str, Any]) -> bytes:
 def _load(args: argparse.Namespace, *, verify_requests: bool = True) -> Imported:
     """Read and import FILE; with --artifacts (and `verify_requests`) also check every
     model_request against Render v1 of the events before it."""
-    from .importer import import_log
+    from .core.importer import import_log
 
     data = _read_file(args.file)
     verify = None
@@ -180,7 +180,7 @@ def _load(args: argparse.Namespace, *, verify_requests: bool = True) -> Imported
         get_artifact = dir_artifacts(artifacts)
 
         def verify(imp: Imported) -> None:
-            from .render import verify_requests as check
+            from .core.render import verify_requests as check
 
             check(imp.fold.known_events(), get_artifact)
 
@@ -220,12 +220,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_reduce(args: argparse.Namespace) -> int:
-    from .reduce import reduce
+    from .core.reduced_state import reduce
 
     imp = _load(args)
     state: dict[str, Any] = reduce(imp.fold, imp.head.hash)
     if args.projections:
-        from .projections import all_projections
+        from .core.projections import all_projections
 
         state["projections"] = all_projections(imp.fold.events, _now(args))
     note = _unverified_note(imp)
@@ -242,8 +242,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         return _export_from_store(args)
     if args.file is None:
         raise CliError("log export: FILE or --branch BRANCH_ID is required")
-    from .importer import export_bytes
-    from .lines import head_line
+    from .core.importer import export_bytes
+    from .core.lines import head_line
 
     imp = _load(args)
     seq, hash_ = _head(imp)
@@ -256,7 +256,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from .render import render_request
+    from .core.render import render_request
 
     imp = _load(args, verify_requests=False)
     get_artifact = dir_artifacts(args.artifacts) if args.artifacts is not None else _no_artifacts
@@ -334,8 +334,8 @@ def _store_call(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) ->
 
 
 def import_into_store(store: _Store, imp: Imported, *, tenant: str, now: int) -> str:
-    """Store the verified export (see `store.importing`); one-line errors for people."""
-    from .store.importing import import_into_store as store_import
+    """Store the verified export (see `store.ingest`); one-line errors for people."""
+    from .store.ingest import import_into_store as store_import
 
     report = _store_call("import", store_import, store.events, store.artifacts, imp, tenant=tenant, now=now)
     if report.noop:
@@ -481,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        from .errors import LogError
+        from .core.errors import LogError
 
         if isinstance(exc, LogError):
             print(_log_error_line(exc), file=sys.stderr)

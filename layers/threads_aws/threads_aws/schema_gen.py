@@ -48,7 +48,7 @@ from typing import Any
 PREFIX = "#/components/schemas/"
 DEF_PREFIX = "#/definitions/"
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "_validators.py"
+OUT = HERE / "core" / "_validators.py"
 
 INLINE_MAX = 40  # inline a $ref whose expanded schema has at most this many subschemas
 ANNOTATIONS = frozenset({"description", "title", "$id", "$schema", "$comment", "examples", "deprecated"})

@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import canonical_bytes, new_uuid7
-from .errors import LogError
-from .fold import Fold
-from .importer import Importer
-from .lines import StoredLine
+from .core.canonical import canonical_bytes, new_uuid7
+from .core.errors import LogError
+from .core.fold import Fold
+from .core.importer import Importer
+from .core.lines import StoredLine
 from .store.events import EventStore
 from .store.records import BranchRecord, NotFound, wall_ms
 

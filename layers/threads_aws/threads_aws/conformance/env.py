@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..importer import Imported
-from ..resources import ResourceLedger
+from ..core.importer import Imported
 from ..store.artifacts import ArtifactStore
 from ..store.events import EventStore
-from ..store.importing import import_into_store
+from ..store.ingest import import_into_store
+from ..store.resources import ResourceLedger
 
 TEMPLATE = Path(__file__).resolve().parents[4] / "template.yaml"
 _counter = itertools.count(1)
@@ -48,7 +48,7 @@ class CaseEnv:
             )
 
         def verify(imported: Imported) -> None:
-            from ..render import verify_requests
+            from ..core.render import verify_requests
 
             verify_requests(imported.fold.known_events(), self.artifacts.get_ref)
 
@@ -79,7 +79,7 @@ def case_env(factory: Any = None) -> Iterator[CaseEnv]:
     _start_moto()
     import boto3
 
-    from ..store.infra import create_resources
+    from ..local.infra import create_resources
 
     n = next(_counter)
     session = boto3.session.Session(region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))

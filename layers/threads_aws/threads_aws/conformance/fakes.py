@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..forking import LookupUnsupported, ResponseLost, Restored
+from ..sandbox.fork import LookupUnsupported, ResponseLost, Restored
 
 
 class ScriptedSandbox:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..importer import import_log
+from ..core.importer import import_log
 from .env import CaseEnv
 from .runner import Mismatch, _expect
 

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..canonical import sha256_hex
-from ..errors import LogError
-from ..forking import Crash, fork, recover_fork
-from ..importer import Imported, import_log
-from ..reduce import reduce
+from ..core.canonical import sha256_hex
+from ..core.errors import LogError
+from ..core.importer import Imported, import_log
+from ..core.reduced_state import reduce
+from ..sandbox.fork import Crash, fork, recover_fork
 from .env import CaseEnv
 from .fakes import ScriptedSandbox
 from .runner import Mismatch, _expect
@@ -28,7 +28,7 @@ def _check_state(expected: dict[str, Any], served: Imported, now: int) -> None:
     if "state" in expected:
         _expect("state", expected["state"], reduce(served.fold, served.segments[-1].last.hash))
     if "projections" in expected and expected["projections"]:
-        from ..projections import all_projections
+        from ..core.projections import all_projections
 
         got = all_projections(served.fold.known_events(), now)
         for key, want in expected["projections"].items():
@@ -81,7 +81,7 @@ def run_reduce(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dic
 
 
 def run_render(env: CaseEnv, case_dir: Path, case: dict[str, Any], expected: dict[str, Any]) -> None:
-    from .. import render
+    from ..core import render
 
     got = _import(env, case_dir, case, expected, verify_requests=True)
     if got is None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import LogError
+from ..core.errors import LogError
 
 SERVED = ("reduce", "fork", "render", "host")
 LATER = {

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..canonical import canonical_bytes, sha256_hex
+from ..core.canonical import canonical_bytes, sha256_hex
 
 PREVIEW_CHARS = 200
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import LogError
+from ..core.errors import LogError
 
 MODES = ("plan", "dont_ask", "default", "accept_edits", "bypass")
 RULE = re.compile(r"^([a-z][a-z0-9_]{0,127})(\*?)(?:\((.+)\))?$", re.DOTALL)

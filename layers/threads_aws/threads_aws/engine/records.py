@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..canonical import canonical_bytes
+from ..core.canonical import canonical_bytes
 
 
 def approval_key(challenge_id: str) -> dict[str, Any]:

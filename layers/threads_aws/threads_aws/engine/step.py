@@ -29,11 +29,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import render
-from ..canonical import canonical_bytes, canonical_hash, new_uuid7
-from ..errors import LogError
-from ..fold import Call, Fold
-from ..lines import StoredLine
+from ..core import render
+from ..core.canonical import canonical_bytes, canonical_hash, new_uuid7
+from ..core.errors import LogError
+from ..core.fold import Call, Fold
+from ..core.lines import StoredLine
 from ..store.artifacts import ArtifactStore
 from ..store.events import EventStore
 from ..store.records import Lease, wall_ms
@@ -142,9 +142,9 @@ class EngineContext:
         import boto3
 
         from ..agents import load_agents
-        from ..store.infra import Resources
+        from ..store.names import ResourceNames
 
-        res = Resources.from_env(os.environ if environ is None else environ)
+        res = ResourceNames.from_env(os.environ if environ is None else environ)
         session = session or boto3.session.Session()
         ddb, s3, sqs = session.client("dynamodb"), session.client("s3"), session.client("sqs")
         artifacts = ArtifactStore(s3, res.bucket)
@@ -451,7 +451,7 @@ class _Step:
         if spec is None or (name != "ask_user" and name not in self.ctx.tools):
             return Decision("deny", "default", None, mode)
         schema = spec.get("input_schema")
-        from ..output_schema import validates  # compiled lazily: keeps the worker's cold start small
+        from ..core.output_schema import validates  # compiled lazily: keeps the worker's cold start small
 
         if isinstance(schema, dict) and not validates(schema, args):
             return Decision("deny", "default", None, mode)
@@ -788,7 +788,7 @@ def _settling_event(f: Fold, call_id: str) -> dict[str, Any] | None:
 
 
 def canonical_hash_bytes(data: bytes) -> str:
-    from ..canonical import sha256_hex
+    from ..core.canonical import sha256_hex
 
     return sha256_hex(data)
 

@@ -2,7 +2,7 @@
 # ruff: noqa
 import re
 
-from .._schema_rt import SchemaError, _idx, _is_frac, _is_int, _is_num, _num_eq
+from ..core._schema_rt import SchemaError, _idx, _is_frac, _is_int, _is_num, _num_eq
 
 
 _RE1 = re.compile('[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')

@@ -36,7 +36,7 @@ def generate(schemas_dir: Path | None = None) -> str:
         gen.root(name, {"$ref": f"#/definitions/{name}"})
     return g.module(
         "threads_aws.host.bodies_gen from schemas/openapi.json",
-        ".._schema_rt",
+        "..core._schema_rt",
         gen,
         "BODY_VALIDATORS",
         {n: f"validate_{n}" for n in BODIES},

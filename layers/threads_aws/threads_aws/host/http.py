@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import LogError
+from ..core.errors import LogError
 from ..store.records import NotFound
 from . import _bodies
 from .errors import ApiError, invalid

@@ -27,10 +27,10 @@ def _clients() -> tuple[Any, Any, Any]:
 
 def build_host() -> Host:
     from ..agents import load_agents
-    from ..store import ArtifactStore, EventStore, Resources, ThreadIndex
+    from ..store import ArtifactStore, EventStore, ResourceNames, ThreadIndex
     from ..writer import Writer
 
-    res = Resources.from_env()
+    res = ResourceNames.from_env()
     ddb, s3, sqs = _clients()
     artifacts = ArtifactStore(s3, res.bucket)
     store = EventStore(ddb, res.events_table, res.state_table, artifacts)

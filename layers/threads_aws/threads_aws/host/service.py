@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..agents import Agent
-from ..canonical import canonical_hash, new_uuid7
-from ..errors import LogError
-from ..importer import Importer
-from ..lines import StoredLine, header_line
+from ..core.canonical import canonical_hash, new_uuid7
+from ..core.errors import LogError
+from ..core.importer import Importer
+from ..core.lines import StoredLine, header_line
 from ..store.artifacts import ArtifactStore
 from ..store.index import ThreadIndex
 from ..store.records import BranchRecord, SideConditionFailed, ThreadRecord, wall_ms
@@ -353,7 +353,7 @@ class Host:
             raise ApiError("sandbox_required", "this host has no sandbox provider to restore the snapshot")
         if body.get("mode") == "stub":
             raise invalid("stub forks are not supported by this host")
-        from ..forking import fork
+        from ..sandbox.fork import fork
 
         result = fork(
             self.store,

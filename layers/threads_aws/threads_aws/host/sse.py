@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from ..projections import run_outcome
+from ..core.projections import run_outcome
 from .principal import Principal
 
 DEFAULT_WAIT_MS = 20_000

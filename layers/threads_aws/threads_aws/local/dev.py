@@ -1,7 +1,7 @@
 """`threads-aws dev`: the host on one machine, with nothing but this repo and its dev extras.
 
 In one process: moto's threaded server on a free loopback port, holding DynamoDB, S3 and SQS
-created from template.yaml by `store.infra.create_resources` (the same definitions as a
+created from template.yaml by `local.infra.create_resources` (the same definitions as a
 deployment); the API Gateway emulation of `gateway` on 127.0.0.1:PORT in front of the template's
 functions; and `pollers` feeding the SQS event sources to their functions.
 
@@ -77,7 +77,7 @@ class DevServer:
             raise DevError(
                 f"`threads-aws dev` needs the dev extras ({exc.name} is missing): pip install -e '.[dev]'"
             ) from None
-        from ..store.infra import create_resources, default_template_path
+        from .infra import create_resources, default_template_path
         from .moto_patch import serialize_dynamodb, speed_up_moto_transactions
 
         speed_up_moto_transactions()

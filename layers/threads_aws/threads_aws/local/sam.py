@@ -1,7 +1,7 @@
 """What the local gateway needs to know from template.yaml: the functions (code, handler,
 timeout, environment), their Api and SQS event sources, the Api's authorizers and gateway
-responses. Read with the same CloudFormation loader as `store.infra`, resolved against the
-physical names `store.infra.create_resources` gave the data plane."""
+responses. Read with the same CloudFormation loader as `local.infra`, resolved against the
+physical names `local.infra.create_resources` gave the data plane."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..store.infra import ACCOUNT, Unresolved, load_template, pseudo_parameters, resolve
+from .infra import ACCOUNT, Unresolved, load_template, pseudo_parameters, resolve
 
 
 @dataclass(frozen=True)

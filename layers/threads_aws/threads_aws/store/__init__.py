@@ -1,10 +1,10 @@
 """Durable stores on AWS: the event log and leases (DynamoDB), artifacts (S3), the thread index,
-and the loader that creates template.yaml's resources (moto/local)."""
+and the names of the deployed resources."""
 
 from .artifacts import ArtifactStore
 from .events import EventStore
 from .index import ThreadIndex
-from .infra import Resources, create_resources, load_template
+from .names import ResourceNames
 from .records import (
     BRANCH_STATES,
     AlreadyExists,
@@ -26,11 +26,9 @@ __all__ = [
     "Head",
     "Lease",
     "NotFound",
-    "Resources",
+    "ResourceNames",
     "StateConflict",
     "StoreError",
     "ThreadIndex",
     "ThreadRecord",
-    "create_resources",
-    "load_template",
 ]

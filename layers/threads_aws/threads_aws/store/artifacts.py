@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..errors import LogError
+from ..core.errors import LogError
 
 KEY_PREFIX = "sha256/"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")

@@ -79,9 +79,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..canonical import new_uuid7, sha256_hex
-from ..errors import LogError
-from ..lines import StoredLine, head_line
+from ..core.canonical import new_uuid7, sha256_hex
+from ..core.errors import LogError
+from ..core.lines import StoredLine, head_line
 from .artifacts import ArtifactStore
 from .records import (
     BRANCH_STATES,

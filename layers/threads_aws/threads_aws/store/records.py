@@ -27,7 +27,7 @@ def wall_ms() -> int:
 
 
 class StoreError(Exception):
-    """A store failure that is not a log ErrorCode (those are `threads_aws.errors.LogError`)."""
+    """A store failure that is not a log ErrorCode (those are `threads_aws.core.errors.LogError`)."""
 
 
 class NotFound(StoreError, LookupError):

@@ -9,7 +9,7 @@ properties. Other resource types are skipped. Physical names are deterministic:
 ``<prefix>-<logical-id-in-kebab-case>`` (``.fifo`` appended for FIFO queues), overridable per
 logical id with ``names``.
 
-Lambda reads the same names from the environment: ``Resources.from_env()``.
+Lambda reads the same names from the environment: ``store.names.ResourceNames.from_env()``.
 """
 
 from __future__ import annotations
@@ -18,53 +18,10 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Logical ids of template.yaml the runtime knows by role.
-ROLES = {
-    "events_table": "EventsTable",
-    "state_table": "StateTable",
-    "bucket": "ArtifactsBucket",
-    "run_step_queue_url": "RunStepQueue",
-    "inbox_queue_url": "ChannelInboxQueue",
-    "run_step_dlq_url": "RunStepDLQ",
-    "inbox_dlq_url": "ChannelInboxDLQ",
-}
-ENV = {
-    "events_table": "EVENTS_TABLE",
-    "state_table": "STATE_TABLE",
-    "bucket": "ARTIFACTS_BUCKET",
-    "run_step_queue_url": "RUN_STEP_QUEUE_URL",
-    "inbox_queue_url": "CHANNEL_INBOX_QUEUE_URL",
-}
-
-
-@dataclass(frozen=True)
-class Resources:
-    events_table: str
-    state_table: str
-    bucket: str
-    run_step_queue_url: str
-    inbox_queue_url: str
-    run_step_dlq_url: str | None = None
-    inbox_dlq_url: str | None = None
-    physical: Mapping[str, str] = field(default_factory=dict)  # logical id -> name / queue url
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Resources:
-        env = os.environ if environ is None else environ
-        missing = [v for v in ENV.values() if not env.get(v)]
-        if missing:
-            raise KeyError(f"missing environment variables: {', '.join(missing)}")
-        values: dict[str, Any] = {attr: env[var] for attr, var in ENV.items()}
-        return cls(**values)
-
-    def env(self) -> dict[str, str]:
-        """The environment variables a function reads (inverse of from_env)."""
-        return {var: getattr(self, attr) for attr, var in ENV.items()}
-
+from ..store.names import ROLES, ResourceNames
 
 # ---------------------------------------------------------------- template parsing
 
@@ -332,7 +289,7 @@ def create_resources(
     *,
     prefix: str = "threads",
     region: str | None = None,
-) -> Resources:
+) -> ResourceNames:
     """Create the template's tables, bucket and queues; return their physical names/urls.
 
     ``session_or_clients`` is a boto3 Session (or anything with ``.client(service)``), a mapping
@@ -374,4 +331,4 @@ def create_resources(
     missing = [ROLES[a] for a in required if not fields[a]]
     if missing:
         raise ValueError(f"template lacks {', '.join(missing)}")
-    return Resources(**fields, physical=physical)  # type: ignore[arg-type]
+    return ResourceNames(**fields, physical=physical)  # type: ignore[arg-type]

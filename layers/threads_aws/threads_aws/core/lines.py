@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from hashlib import sha256 as _sha256
 from typing import Any
 
-from . import WRITER
+from .. import WRITER
 from .canonical import canonical_bytes, sha256_hex
 
 HEADER_FORMAT = "threads.log"

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .canonical import canonical_hash, new_uuid7
-from .errors import LogError
-from .fork import child_lines, fork_point
-from .importer import import_log
-from .resources import ResourceLedger
+from ..core.canonical import canonical_hash, new_uuid7
+from ..core.errors import LogError
+from ..core.fork_points import child_lines, fork_point
+from ..core.importer import import_log
+from ..store.resources import ResourceLedger
 
 
 class ResponseLost(Exception):

@@ -12,8 +12,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .canonical import new_uuid7
-from .errors import LogError
+from ..core.canonical import new_uuid7
+from ..core.errors import LogError
 
 STATES = ("pending", "live", "releasing", "released", "release_failed", "unknown")
 

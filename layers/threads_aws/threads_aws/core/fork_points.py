@@ -1,5 +1,5 @@
 """Fork, the pure part (semantics.md §6): eligibility of a snapshot (C4 + expiry), the child
-header and its `fork` event. Provider work (restore, ledger) is in `forking.py`."""
+header and its `fork` event. Provider work (restore, ledger) is in `sandbox.fork`."""
 
 from __future__ import annotations
 

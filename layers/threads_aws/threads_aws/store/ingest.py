@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..canonical import canonical_bytes
-from ..errors import LogError
-from ..importer import Imported
+from ..core.canonical import canonical_bytes
+from ..core.errors import LogError
+from ..core.importer import Imported
 from .artifacts import ArtifactStore
 from .events import EventStore
 from .records import StoreError
