@@ -42,7 +42,8 @@ def dev_principal(token: str) -> Principal | None:
     parts = token.split(":")
     if len(parts) != 4 or parts[0] != "dev" or not all(parts[1:]):
         return None
-    return Principal(parts[1], parts[2], parts[3])
+    principal = Principal(parts[1], parts[2], parts[3])
+    return None if principal.too_long() else principal
 
 
 def authenticate(headers: Mapping[str, Any] | None, keys: ApiKeys, *, dev: bool = False) -> Principal:

@@ -26,7 +26,12 @@ def _keys() -> Any:
 
 
 def cmd_create(args: argparse.Namespace) -> int:
-    minted = _keys().create(args.tenant, args.subject, args.issuer)
+    from ..cli import CliError
+
+    try:
+        minted = _keys().create(args.tenant, args.subject, args.issuer)
+    except ValueError as exc:  # a principal too long to key
+        raise CliError(f"keys create: {exc}") from None
     print(minted.token)
     print(f"key id {minted.key_id} for {minted.principal.key} (the token is not stored; keep it now)")
     return 0

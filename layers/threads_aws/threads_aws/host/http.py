@@ -18,7 +18,7 @@ import orjson
 
 from ..core.errors import LogError
 from ..store.records import NotFound
-from . import _bodies
+from . import _bodies, limits
 from .errors import ApiError, invalid
 from .principal import Principal
 
@@ -67,6 +67,7 @@ class Request:
     headers: dict[str, str]  # lower-cased names
     body: bytes | None
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    parsed: Any = field(repr=False, default=None)  # the body once `json` parsed it
 
     @classmethod
     def of(cls, event: Mapping[str, Any]) -> Request:
@@ -94,6 +95,9 @@ class Request:
     def who(self) -> Principal:
         if self.principal is None:
             raise ApiError("unauthenticated", "no authenticated principal")
+        why = self.principal.too_long()
+        if why is not None:  # an authorizer that minted what no key can hold
+            raise ApiError("forbidden", why)
         return self.principal
 
     def uuid_param(self, name: str, *, where: str = "path", required: bool = True) -> str | None:
@@ -137,10 +141,7 @@ class Request:
         is invalid_request naming the field (`body.input must be ...`)."""
         if not self.body:
             raise invalid("a JSON body is required")
-        try:
-            value = orjson.loads(self.body)
-        except orjson.JSONDecodeError as exc:
-            raise invalid(f"body is not valid JSON: {exc}") from None
+        value = self.parsed = limits.parse_body(self.body)
         try:
             _bodies.BODY_VALIDATORS[schema](value)
         except _bodies.SchemaError as exc:
@@ -156,13 +157,18 @@ def dispatch(
     codes: frozenset[str],
     call: Callable[[Request], dict[str, Any]],
 ) -> dict[str, Any]:
-    """Run `call` on the parsed request and map typed failures to this route's error bodies."""
+    """Run `call` on the parsed request and map typed failures to this route's error bodies.
+    A line the writer refused because of the body (`invalid_line`: too large or too deep to
+    record) is the body's `invalid_request`, naming the field (`limits.blame`)."""
+    req: Request | None = None
     try:
-        return call(Request.of(event))
+        req = Request.of(event)
+        return call(req)
     except ApiError as exc:
         code, message = exc.code, exc.message
     except LogError as exc:
-        code, message = exc.code, exc.message
+        named = limits.blame(req.parsed, exc) if req is not None else None
+        code, message = (named.code, named.message) if named is not None else (exc.code, exc.message)
     except NotFound as exc:
         code, message = "not_found", str(exc) or "not found"
     except Exception:  # noqa: BLE001 - the catch-all: logged, generic to the caller

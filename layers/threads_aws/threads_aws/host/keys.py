@@ -41,6 +41,9 @@ class ApiKeys:
 
     def create(self, tenant: str, subject: str, issuer: str = "api") -> Minted:
         principal = Principal(issuer, tenant, subject)
+        why = principal.too_long()
+        if why is not None:
+            raise ValueError(why)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         kid = key_id(token)
         self.ddb.put_item(
