@@ -18,9 +18,8 @@ def test_template_parses_with_intrinsic_tags():
     assert res["RunStepQueue"]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"] == {
         "Fn::GetAtt": ["RunStepDLQ", "Arn"]
     }
-    assert doc["Globals"]["Function"]["Runtime"] == {"Ref": "PythonRuntime"}
-    assert doc["Parameters"]["PythonRuntime"]["AllowedValues"] == ["python3.11", "python3.12", "python3.13"]
-    assert res["ThreadsLayer"]["Metadata"]["BuildMethod"] == "python3.11"
+    assert doc["Globals"]["Function"]["Runtime"] == "python3.13"
+    assert res["ThreadsLayer"]["Metadata"]["BuildMethod"] == "makefile"
 
 
 def test_physical_names():

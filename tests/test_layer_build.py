@@ -1,0 +1,316 @@
+"""The ThreadsLayer as `sam build` makes it (layers/threads_aws/Makefile), checked from outside.
+
+The target layer (python3.13, arm64) can't load on this x86_64 host, so the same Makefile also
+builds it for the host's platform: every handler, and every module of the layer, is imported by
+a python3.13 that sees only that layer and the function's own directory (`-I -S`: no
+site-packages, no dev packages), and requests run through the layer's handlers against a moto
+server. The arm64 build is checked for what differs: every wheel's tags and every shared
+object's machine match the runtime."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.tags import Tag, compatible_tags, cpython_tags, parse_tag
+from packaging.utils import canonicalize_name
+
+REPO = Path(__file__).resolve().parents[1]
+LAYER_SRC = REPO / "layers" / "threads_aws"
+FUNCTIONS = sorted(p.parent for p in (REPO / "functions").glob("*/app.py"))
+RUNTIME = (3, 13)  # template.yaml Globals.Function.Runtime
+TARGET_PLATFORM = "manylinux2014_aarch64"
+HOST_PLATFORM = "manylinux2014_x86_64"
+# Lambda's python3.13 runs on Amazon Linux 2023 (glibc 2.34) on Graviton.
+TARGET_PLATFORMS = [f"manylinux_2_{m}_aarch64" for m in range(34, 16, -1)] + ["manylinux2014_aarch64"]
+EM_AARCH64 = 183
+
+
+def _python() -> str:
+    out = subprocess.run(
+        [str(LAYER_SRC / "find-python.sh"), "{}.{}".format(*RUNTIME)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        reason = "no python{}.{} on PATH or under pyenv (the layer is built for that runtime)".format(
+            *RUNTIME
+        )
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return out.stdout.strip()
+
+
+def _build(dest: Path, platform: str, python: str) -> Path:
+    out = subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(LAYER_SRC),
+            "layer",
+            f"DEST={dest}",
+            f"PLATFORM={platform}",
+            f"PYTHON={python}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return dest / "python"
+
+
+@pytest.fixture(scope="module")
+def python() -> str:
+    return _python()
+
+
+@pytest.fixture(scope="module")
+def host_layer(tmp_path_factory: pytest.TempPathFactory, python: str) -> Path:
+    return _build(tmp_path_factory.mktemp("layer-host"), HOST_PLATFORM, python)
+
+
+@pytest.fixture(scope="module")
+def target_layer(tmp_path_factory: pytest.TempPathFactory, python: str) -> Path:
+    return _build(tmp_path_factory.mktemp("layer-arm64"), TARGET_PLATFORM, python)
+
+
+def _pins() -> dict[str, str]:
+    text = (LAYER_SRC / "requirements.txt").read_text()
+    return {canonicalize_name(m[1]): m[2] for m in re.finditer(r"^([A-Za-z0-9_.-]+)==(\S+)", text, re.M)}
+
+
+def _dists(layer: Path) -> dict[str, str]:
+    out = {}
+    for d in layer.glob("*.dist-info"):
+        name, version = d.name[: -len(".dist-info")].rsplit("-", 1)
+        out[canonicalize_name(name)] = version
+    return out
+
+
+def _dev_only() -> list[str]:
+    out = subprocess.run(
+        ["make", "-s", "-C", str(LAYER_SRC), "print-dev-only"], capture_output=True, text=True, check=True
+    )
+    return out.stdout.split()
+
+
+# ---------------------------------------------------------------- what the layer holds
+
+
+def test_requirements_pin_exactly_the_runtime_dependencies():
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    pins = _pins()
+    text = (LAYER_SRC / "requirements.txt").read_text()
+    for dep in map(Requirement, deps):
+        name = canonicalize_name(dep.name)
+        assert name in pins, f"{dep.name} is not pinned: make -C layers/threads_aws lock"
+        assert dep.specifier.contains(pins[name], prereleases=True), (dep, pins[name])
+    # Every pin carries hashes (pip --require-hashes refuses the file otherwise; checked here
+    # so the failure names the line).
+    for block in re.split(r"\n(?=[A-Za-z0-9_.-]+==)", text.split("\n", 2)[2]):
+        if "==" in block.split("\n", 1)[0]:
+            assert "--hash=sha256:" in block, block
+    # Pydantic is not a runtime dependency: nothing in the layer imports it.
+    assert "pydantic" not in pins
+
+
+def test_layer_ships_the_runtime_only(target_layer: Path):
+    assert _dists(target_layer) == _pins()
+    pkg = target_layer / "threads_aws"
+    dev = _dev_only()
+    assert {"local", "conformance", "cli.py", "schema_gen.py", "host/bodies_gen.py"} <= set(dev)
+    assert not [p for p in dev if (pkg / p).exists()]
+    assert not list(target_layer.glob("*.egg-info")) and not (target_layer / "bin").exists()
+    # Package data the host serves.
+    assert (pkg / "host" / "openapi.json").is_file() and (pkg / "data" / "agents.json").is_file()
+    # Every source module has its bytecode beside it, for this runtime, checked by hash only.
+    tag = "cpython-{}{}".format(*RUNTIME)
+    for src in pkg.rglob("*.py"):
+        pyc = src.parent / "__pycache__" / f"{src.stem}.{tag}.pyc"
+        assert pyc.is_file(), pyc
+        flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
+        assert flags == 0b01, f"{pyc}: not an unchecked-hash pyc"  # hash-based, check_source off
+
+
+def test_target_layer_matches_runtime_and_architecture(target_layer: Path):
+    supported: set[Tag] = set(
+        cpython_tags(RUNTIME, abis=["cp313", "abi3", "none"], platforms=TARGET_PLATFORMS)
+    )
+    supported |= set(compatible_tags(RUNTIME, "cp313", platforms=TARGET_PLATFORMS))
+    wheels = list(target_layer.glob("*.dist-info/WHEEL"))
+    assert len(wheels) == len(_pins())
+    compiled = []
+    for wheel in wheels:
+        tags = {
+            t
+            for line in wheel.read_text().splitlines()
+            if line.startswith("Tag:")
+            for t in parse_tag(line.split(":", 1)[1].strip())
+        }
+        assert tags & supported, f"{wheel.parent.name}: {sorted(map(str, tags))}"
+        if not any(t.platform == "any" for t in tags):
+            compiled.append(wheel.parent.name)
+    assert any(name.startswith("orjson-") for name in compiled)
+    objects = list(target_layer.rglob("*.so"))
+    assert objects
+    for so in objects:
+        head = so.read_bytes()[:20]
+        assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == EM_AARCH64, so
+        assert "cpython-313-aarch64-linux-gnu" in so.name or ".abi3." in so.name, so
+
+
+# ---------------------------------------------------------------- importing from the layer alone
+
+PROBE = r"""
+import importlib, json, os, pkgutil, sys, sysconfig
+layer, fn = sys.argv[1], sys.argv[2]
+sys.path[:0] = [p for p in (fn, layer) if p]
+sys.dont_write_bytecode = True  # /opt and /var/task are read-only on Lambda
+if fn:
+    import app
+    assert callable(app.handler)
+else:
+    import threads_aws
+    for m in pkgutil.walk_packages(threads_aws.__path__, "threads_aws."):
+        importlib.import_module(m.name)
+std = [os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")]
+roots = [os.path.realpath(p) for p in (fn, layer) if p]
+foreign = sorted(
+    name for name, mod in list(sys.modules.items())
+    if name != "__main__" and getattr(mod, "__file__", None)
+    and not any(os.path.realpath(mod.__file__).startswith(r + os.sep) for r in roots + std)
+)
+print(json.dumps({"foreign": foreign, "modules": len(sys.modules), "version": list(sys.version_info[:2])}))
+"""
+
+
+def _probe(python: str, layer: Path, fn: Path | None, tmp_path: Path) -> dict[str, Any]:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    env = {"PATH": os.environ.get("PATH", ""), "AWS_DEFAULT_REGION": "us-east-1", "LANG": "C.UTF-8"}
+    out = subprocess.run(
+        [python, "-I", "-S", str(script), str(layer), str(fn or "")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=[f.name for f in FUNCTIONS])
+def test_handler_imports_from_the_layer_alone(python: str, host_layer: Path, fn: Path, tmp_path: Path):
+    got = _probe(python, host_layer, fn, tmp_path)
+    assert got["version"] == list(RUNTIME)
+    assert got["foreign"] == []
+
+
+def test_every_layer_module_imports_from_the_layer_alone(python: str, host_layer: Path, tmp_path: Path):
+    got = _probe(python, host_layer, None, tmp_path)
+    assert got["foreign"] == [] and got["modules"] > 100
+
+
+# ---------------------------------------------------------------- serving from the layer
+
+DRIVER = r"""
+import importlib.util, json, sys, types
+layer, functions, events = sys.argv[1:4]
+sys.path.insert(0, layer)
+sys.dont_write_bytecode = True
+
+def handler(name):
+    spec = importlib.util.spec_from_file_location("fn_" + name, f"{functions}/{name}/app.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.handler
+
+def sample(name):
+    with open(f"{events}/{name}.json") as fh:
+        return json.load(fh)
+
+ctx = types.SimpleNamespace(
+    function_name="layer-test", function_version="$LATEST", memory_limit_in_mb=512,
+    invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:layer-test",
+    aws_request_id="00000000-0000-4000-8000-000000000001",
+    get_remaining_time_in_millis=lambda: 25_000,
+)
+started = handler("start_run")(sample("start_run"), ctx)
+assert started["statusCode"] == 202, started
+ids = json.loads(started["body"])
+step = sample("run_step")
+step["Records"][0]["body"] = json.dumps({"branch_id": ids["branch_id"], "reason": "user_input"})
+step["Records"][0]["attributes"]["MessageGroupId"] = ids["branch_id"]
+batch = handler("run_step")(step, ctx)
+timeline = sample("get_timeline")
+timeline["pathParameters"] = {"thread_id": ids["thread_id"]}
+got = handler("get_timeline")(timeline, ctx)
+served = handler("openapi")(sample("openapi"), ctx)
+print(json.dumps({"batch": batch, "timeline": got, "openapi": served["statusCode"]}))
+"""
+
+
+def test_handlers_serve_requests_from_the_layer(python: str, host_layer: Path, tmp_path: Path):
+    """start_run → run_step → get_timeline through the layer's code on python3.13, against a moto
+    server (the only thing outside the layer: it stands for DynamoDB, S3 and SQS)."""
+    boto3 = pytest.importorskip("boto3")
+    moto_server = pytest.importorskip("moto.server")
+    from threads_aws.local.infra import create_resources
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        aws = {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+        session = boto3.Session(
+            region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+        )
+        clients = {s: session.client(s, endpoint_url=endpoint) for s in ("dynamodb", "s3", "sqs")}
+        resources = create_resources(REPO / "template.yaml", clients, prefix="layer-test", region="us-east-1")
+        script = tmp_path / "driver.py"
+        script.write_text(DRIVER)
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "LANG": "C.UTF-8",
+            **aws,
+            **resources.env(),
+            "POWERTOOLS_SERVICE_NAME": "threads-aws",
+            "POWERTOOLS_TRACE_DISABLED": "1",
+            "SSE_WAIT_MS": "0",
+        }
+        out = subprocess.run(
+            [python, "-I", "-S", str(script), str(host_layer), str(REPO / "functions"), str(REPO / "events")],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        server.stop()
+    assert got["batch"] == {"batchItemFailures": []}
+    assert got["openapi"] == 200
+    assert got["timeline"]["statusCode"] == 200, got["timeline"]
+    types = [e["event"]["type"] for e in json.loads(got["timeline"]["body"])["entries"]]
+    # The demo agent answered "time" with its read-only tool, then a reply: the turn completed.
+    assert types[:2] == ["thread_started", "user_input"] and types[-1] == "turn_completed", types
+    assert "tool_result" in types and types.count("model_response") == 2, types
