@@ -45,7 +45,7 @@ HOOK_DIR = Path(os.environ["E2E_HOOK_DIR"])
 class HoldingDemo(models.DemoModel):
     # A request that contains [hold] (before any tool result) waits inside the model call until
     # the test writes <dir>/release-<word> (or 15 s pass); <dir>/held-<word> says it is waiting.
-    def complete(self, request, *, settings, request_event_id, branch_id):
+    def complete(self, request, *, settings, request_event_id, branch_id, **kw):
         text = request.decode()
         if "[hold]" in text and '"role":"tool"' not in text:
             held = HOOK_DIR / f"held-{branch_id}"

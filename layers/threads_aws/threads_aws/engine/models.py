@@ -28,13 +28,75 @@ PREVIEW_CHARS = 200
 
 
 class ModelError(Exception):
-    """A provider rejection before any content (`model_attempt_abandoned{failed}`)."""
+    """A model attempt that produced no answer: `model_attempt_abandoned` data comes from here.
 
-    def __init__(self, reason: str, http_status: int | None = None, retry_after_ms: int | None = None):
-        super().__init__(f"model error: {reason}")
+    - `outcome` is the contract's `provider_outcome`: `failed` (the provider answered with a
+      rejection), `unknown` (the request was sent and the answer was lost: a timeout or a broken
+      stream; it may have been billed), `not_sent` (it never left: connect failure, a request this
+      adapter cannot express, a missing key).
+    - `retryable`: whether re-sending the same request can succeed (rate limits, overload, 5xx,
+      lost answers); authentication, invalid requests and prompt_too_long never can.
+    - `billing`: `not_billed` only for `not_sent`; `unknown` for a lost answer; None (absent:
+      unknown, charged at the bound) for a rejection, since a status code alone is no proof.
+    - `code`: a RunErrorCode the turn should end with instead of retrying
+      (`content_unsupported`, `continuation_unsupported`, `artifact_missing`, ...), if any.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        http_status: int | None = None,
+        retry_after_ms: int | None = None,
+        *,
+        outcome: str = "failed",
+        retryable: bool | None = None,
+        billing: str | None = None,
+        code: str | None = None,
+        message: str = "",
+    ):
+        super().__init__(f"model error: {reason}" + (f" ({message})" if message else ""))
         self.reason = reason
         self.http_status = http_status
         self.retry_after_ms = retry_after_ms
+        self.outcome = outcome
+        self.retryable = (reason in RETRYABLE_REASONS) if retryable is None else retryable
+        if billing is None and outcome != "failed":
+            billing = "not_billed" if outcome == "not_sent" else "unknown"
+        self.billing = billing
+        self.code = code
+        self.message = message
+
+    def abandoned(self, request_event_id: str, reasons: frozenset[str]) -> dict[str, Any]:
+        """`model_attempt_abandoned` data (a reason outside `reasons` reads `provider_error`)."""
+        data: dict[str, Any] = {
+            "provider_outcome": self.outcome,
+            "reason": self.reason if self.reason in reasons else "provider_error",
+            "request_event_id": request_event_id,
+        }
+        if self.billing is not None:
+            data["billing"] = self.billing
+        if self.http_status is not None:
+            data["http_status"] = self.http_status
+        if self.retry_after_ms is not None:
+            data["retry_after_ms"] = self.retry_after_ms
+        return data
+
+
+#: Rejection reasons a re-send of the same request can get past.
+RETRYABLE_REASONS = frozenset({"rate_limited", "overloaded", "server_error", "timeout", "stream_broken"})
+
+#: `on_delta(kind, text)`: kind is `text` or `thinking`; called as the provider streams. The log
+#: records only the whole response; deltas are for live surfaces.
+DeltaCallback = Callable[[str, str], None]
+
+
+class ArtifactAccess(Protocol):
+    """What an adapter needs of the artifact store: verified reads of the parts a request
+    references, and a put for the provider's continuation material (reasoning parts' `ref`)."""
+
+    def get_ref(self, ref: dict[str, Any]) -> bytes: ...
+
+    def put(self, data: bytes, media_type: str) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -46,7 +108,14 @@ class ModelResult:
 
 class ModelAdapter(Protocol):
     def complete(
-        self, request: bytes, *, settings: dict[str, Any], request_event_id: str, branch_id: str
+        self,
+        request: bytes,
+        *,
+        settings: dict[str, Any],
+        request_event_id: str,
+        branch_id: str,
+        artifacts: ArtifactAccess | None = None,
+        on_delta: DeltaCallback | None = None,
     ) -> ModelResult: ...
 
 
@@ -81,7 +150,14 @@ class ScriptedModel:
     requests: list[bytes] = field(default_factory=list)
 
     def complete(
-        self, request: bytes, *, settings: dict[str, Any], request_event_id: str, branch_id: str
+        self,
+        request: bytes,
+        *,
+        settings: dict[str, Any],
+        request_event_id: str,
+        branch_id: str,
+        artifacts: ArtifactAccess | None = None,
+        on_delta: DeltaCallback | None = None,
     ) -> ModelResult:
         self.requests.append(request)
         if self.hook is not None:
@@ -96,8 +172,8 @@ class ScriptedModel:
         if callable(entry):
             entry = entry(request, request_event_id)
         if "error" in entry:
-            e = entry["error"]
-            raise ModelError(e["reason"], e.get("http_status"), e.get("retry_after_ms"))
+            e = dict(entry["error"])
+            raise ModelError(e.pop("reason"), e.pop("http_status", None), e.pop("retry_after_ms", None), **e)
         content = list(entry["content"])
         usage = entry.get("usage") or estimate_usage(request, content)
         return ModelResult(content, entry.get("stop_reason", "end_turn"), usage)
@@ -119,7 +195,14 @@ class DemoModel:
     """
 
     def complete(
-        self, request: bytes, *, settings: dict[str, Any], request_event_id: str, branch_id: str
+        self,
+        request: bytes,
+        *,
+        settings: dict[str, Any],
+        request_event_id: str,
+        branch_id: str,
+        artifacts: ArtifactAccess | None = None,
+        on_delta: DeltaCallback | None = None,
     ) -> ModelResult:
         content, stop = self.answer(request)
         return ModelResult(content, stop, estimate_usage(request, content))
@@ -167,16 +250,48 @@ class DemoModel:
 
 _FACTORIES: dict[str, Callable[[], ModelAdapter]] = {"demo": DemoModel, "scripted": ScriptedModel}
 
+#: Provider adapters, imported on first use only (each pulls in its SDK: the API handlers never
+#: import one, the worker only the one a step needs). Adapter name -> module:class.
+PROVIDER_ADAPTERS: dict[str, str] = {
+    "anthropic": "threads_aws.engine.providers.anthropic:AnthropicAdapter",
+    "bedrock": "threads_aws.engine.providers.bedrock:BedrockAdapter",
+    "openai": "threads_aws.engine.providers.openai:OpenAIAdapter",
+}
+#: Adapter versions each provider adapter implements (`adapter.version` in line 0).
+ADAPTER_VERSIONS: dict[str, frozenset[str]] = {name: frozenset({"1"}) for name in PROVIDER_ADAPTERS}
+
+
+def known_adapters() -> frozenset[str]:
+    return frozenset(_FACTORIES) | frozenset(PROVIDER_ADAPTERS)
+
 
 def register_adapter(name: str, factory: Callable[[], ModelAdapter]) -> None:
-    """Real providers register their adapter factory by adapter name."""
+    """Register (or replace, in tests) an adapter factory by adapter name."""
     _FACTORIES[name] = factory
 
 
+def _factory(name: str) -> Callable[[], ModelAdapter] | None:
+    factory = _FACTORIES.get(name)
+    if factory is None and name in PROVIDER_ADAPTERS:
+        import importlib
+
+        module, _, cls = PROVIDER_ADAPTERS[name].partition(":")
+        factory = getattr(importlib.import_module(module), cls)
+        _FACTORIES[name] = factory
+    return factory
+
+
 def adapter_for(model_ref: dict[str, Any], adapter_ref: dict[str, Any]) -> ModelAdapter:
-    """The adapter for a settings epoch (`adapter.name` picks it; the provider as fallback)."""
-    name = adapter_ref.get("name") or model_ref.get("provider")
-    factory = _FACTORIES.get(str(name)) or _FACTORIES.get(str(model_ref.get("provider")))
+    """The adapter for a settings epoch (`adapter.name` picks it; the provider as fallback).
+    A provider adapter also checks `adapter.version` (the wire mapping it implements)."""
+    name = str(adapter_ref.get("name") or model_ref.get("provider"))
+    factory = _factory(name)
+    if factory is None:
+        name = str(model_ref.get("provider"))
+        factory = _factory(name)
     if factory is None:
         raise LookupError(f"no model adapter {name!r}")
+    versions = ADAPTER_VERSIONS.get(name)
+    if versions is not None and str(adapter_ref.get("version")) not in versions:
+        raise LookupError(f"adapter {name!r} has no version {adapter_ref.get('version')!r}")
     return factory()

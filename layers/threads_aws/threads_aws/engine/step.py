@@ -725,17 +725,12 @@ class _Step:
         rid = lines[0].event_id
         assert rid is not None
         try:
-            result = adapter.complete(body, settings=settings, request_event_id=rid, branch_id=self.branch_id)
-        except ModelError as exc:
-            data: dict[str, Any] = {
-                "provider_outcome": "failed",
-                "reason": exc.reason if exc.reason in ABANDON_REASONS else "provider_error",
-                "request_event_id": rid,
-            }
-            if exc.http_status is not None:
-                data["http_status"] = exc.http_status
-            if exc.retry_after_ms is not None:
-                data["retry_after_ms"] = exc.retry_after_ms
+            result = adapter.complete(
+                body, settings=settings, request_event_id=rid, branch_id=self.branch_id,
+                artifacts=self.ctx.artifacts,
+            )
+        except ModelError as exc:  # classified by the adapter: outcome, reason, billing, retry-after
+            data: dict[str, Any] = exc.abandoned(rid, ABANDON_REASONS)
             self.append_sticky(lambda v: [Draft("model_attempt_abandoned", data, HOST)])
             return None
         except Exception:  # noqa: BLE001 - the request may have reached the provider
