@@ -1,17 +1,32 @@
-"""Agents as deployed config (`data/agents.json`, or the file named by $AGENTS_FILE): name,
-model, instructions, tools, permissions and approvers. `thread_started` pins the resolved,
-secret-free config and its `config_hash`, so a thread keeps running the agent it started with."""
+"""Agents as deployed config: name, model, instructions, tools, permissions and approvers.
+`thread_started` pins the resolved, secret-free config and its `config_hash`, so a thread keeps
+running the agent it started with.
+
+Where the agents come from (read once per container, validated at load):
+1. `AGENTS_FILE` — a local path (local runs, tests);
+2. `AGENTS_S3_URI` — `s3://bucket/key` of an agents file (a deployment's own agents: the
+   template parameter `AgentsObject` sets it and grants s3:GetObject on exactly that object);
+3. the bundled `data/agents.json` (`demo` needs no key; one example agent per provider).
+
+Validation names every problem at once (`AgentsFileError`): unknown keys, a missing required
+key, an unknown provider or adapter, a provider adapter whose name differs from the provider or
+whose version it doesn't implement, model_params no adapter maps (max_tokens is required for
+anthropic and bedrock), unknown tools, malformed permissions or fallback models.
+Check a file: `python -m threads_aws.agents path/to/agents.json`."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from .core.canonical import canonical_hash
+from .engine.models import ADAPTER_VERSIONS, MODEL_PARAMS, PROVIDER_ADAPTERS, known_adapters
 
 DEFAULT_FILE = Path(__file__).resolve().parent / "data" / "agents.json"
 
@@ -137,17 +152,142 @@ class Agent:
     def models(self) -> list[dict[str, str]]:
         return [self.model, *self.fallback_models]
 
+    def fallback_settings(self) -> list[dict[str, Any]]:
+        """`ModelSettings` of each fallback model, in order (for `settings_changed{fallback}`):
+        the fallback's own adapter/model_params if given, else the provider's adapter v1 and the
+        agent's model_params. Reasoning parts of another provider can't be sent back, so a
+        fallback to a different provider omits them (`omit_prior`); the same provider keeps them."""
+        out = []
+        for fb in self.fallback_models:
+            provider = fb["provider"]
+            same_adapter = provider == self.model["provider"]
+            default_adapter = (
+                self.adapter if same_adapter else {"name": provider, "settings": {}, "version": "1"}
+            )
+            out.append(
+                {
+                    "adapter": fb.get("adapter", default_adapter),
+                    "model": {"name": fb["name"], "provider": provider},
+                    "model_params": fb.get("model_params", self.model_params),
+                    "reasoning_carryover": "keep" if same_adapter else "omit_prior",
+                }
+            )
+        return out
+
+
+class AgentsFileError(ValueError):
+    """The agents file is unusable; the message lists every problem found."""
+
+
+AGENT_KEYS = frozenset(
+    {
+        "description",
+        "model",
+        "model_params",
+        "adapter",
+        "instructions",
+        "tools",
+        "permissions",
+        "approvers",
+        "fallback_models",
+    }
+)
+REQUIRED = ("model", "adapter", "instructions")
+PERMISSION_KEYS = frozenset(
+    {"mode", "allow", "ask", "deny", "protected_paths", "allow_bypass", "plan_exit_mode"}
+)
+NEEDS_MAX_TOKENS = frozenset({"anthropic", "bedrock"})
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+def _model_errors(where: str, model: Any, adapter: Any, params: Any) -> list[str]:
+    errs: list[str] = []
+    if not isinstance(model, dict) or not isinstance(model.get("name"), str) or not model.get("name"):
+        errs.append(f"{where}: model needs a non-empty name")
+    provider = model.get("provider") if isinstance(model, dict) else None
+    if not isinstance(provider, str) or provider not in known_adapters():
+        errs.append(f"{where}: unknown provider {provider!r} (known: {', '.join(sorted(known_adapters()))})")
+    if adapter is not None:
+        if not isinstance(adapter, dict) or not {"name", "version"} <= set(adapter):
+            errs.append(f"{where}: adapter needs name and version")
+        else:
+            name = adapter["name"]
+            if name not in known_adapters():
+                errs.append(f"{where}: unknown adapter {name!r}")
+            elif name in PROVIDER_ADAPTERS and name != provider:
+                errs.append(f"{where}: adapter {name!r} must match model.provider {provider!r}")
+            elif name in ADAPTER_VERSIONS and str(adapter["version"]) not in ADAPTER_VERSIONS[name]:
+                errs.append(f"{where}: adapter {name} has no version {adapter['version']!r} (has 1)")
+            if not isinstance(adapter.get("settings", {}), dict):
+                errs.append(f"{where}: adapter.settings must be an object")
+    if not isinstance(params, dict):
+        errs.append(f"{where}: model_params must be an object")
+    elif provider in PROVIDER_ADAPTERS:
+        unknown = sorted(set(params) - MODEL_PARAMS)
+        if unknown:
+            errs.append(f"{where}: model_params not mapped by any adapter: {', '.join(unknown)}")
+        if provider in NEEDS_MAX_TOKENS and not isinstance(params.get("max_tokens"), int):
+            errs.append(f"{where}: {provider} needs model_params.max_tokens (an integer)")
+    return errs
+
+
+def validate(raw: Any, source: str = "agents file") -> list[str]:
+    """Every problem of a parsed agents file, as readable lines (empty = valid)."""
+    if not isinstance(raw, dict) or not raw:
+        return [f"{source}: must be a non-empty object of agent name -> agent"]
+    errs: list[str] = []
+    for name, spec in raw.items():
+        where = f"{source}: agent {name!r}"
+        if not isinstance(spec, dict):
+            errs.append(f"{where}: must be an object")
+            continue
+        errs += [f"{where}: unknown key {k!r}" for k in sorted(set(spec) - AGENT_KEYS)]
+        missing = [k for k in REQUIRED if k not in spec]
+        errs += [f"{where}: missing key {k!r}" for k in missing]
+        if missing:
+            continue
+        if not isinstance(spec["instructions"], str):
+            errs.append(f"{where}: instructions must be a string")
+        errs += _model_errors(where, spec["model"], spec["adapter"], spec.get("model_params", {}))
+        for t in spec.get("tools", []):
+            if isinstance(t, str) and t not in BUILTIN_TOOLS:
+                errs.append(f"{where}: unknown tool {t!r} (built in: {', '.join(sorted(BUILTIN_TOOLS))})")
+            elif isinstance(t, dict):
+                need = {"name", "description", "input_schema", "effect_class"} - set(t)
+                if need or not _NAME.match(str(t.get("name"))):
+                    what = ", ".join(sorted(need)) or "a valid name"
+                    errs.append(f"{where}: tool spec {t.get('name')!r} needs {what}")
+            elif not isinstance(t, str | dict):
+                errs.append(f"{where}: a tool is a built-in name or a tool spec")
+        perms = spec.get("permissions", {})
+        if not isinstance(perms, dict):
+            errs.append(f"{where}: permissions must be an object")
+        else:
+            errs += [f"{where}: unknown permissions key {k!r}" for k in sorted(set(perms) - PERMISSION_KEYS)]
+        for i, fb in enumerate(spec.get("fallback_models", [])):
+            fw = f"{where}: fallback_models[{i}]"
+            if not isinstance(fb, dict) or set(fb) - {"provider", "name", "adapter", "model_params"}:
+                errs.append(f"{fw}: is {{provider, name, adapter?, model_params?}}")
+                continue
+            adapter = fb.get("adapter")
+            if adapter is None and fb.get("provider") in PROVIDER_ADAPTERS:
+                adapter = {"name": fb["provider"], "version": "1"}
+            params = fb.get("model_params", spec.get("model_params", {}))
+            errs += _model_errors(fw, fb, adapter, params)
+    return errs
+
 
 def _agent(name: str, raw: dict[str, Any]) -> Agent:
     tools = []
     for t in raw.get("tools", []):
         spec = BUILTIN_TOOLS[t] if isinstance(t, str) else t
         tools.append(spec)
+    adapter = {"settings": {}, **raw["adapter"]}
     return Agent(
         name=name,
         model=raw["model"],
         model_params=raw.get("model_params", {}),
-        adapter=raw["adapter"],
+        adapter=adapter,
         instructions=raw["instructions"],
         tools=tools,
         permissions=raw.get("permissions", {}),
@@ -156,11 +296,49 @@ def _agent(name: str, raw: dict[str, Any]) -> Agent:
     )
 
 
-@lru_cache(maxsize=8)
-def _load(path: str) -> dict[str, Agent]:
-    raw = json.loads(Path(path).read_text())
+def parse_agents(text: str | bytes, source: str = "agents file") -> dict[str, Agent]:
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise AgentsFileError(f"{source}: not JSON ({exc})") from None
+    errs = validate(raw, source)
+    if errs:
+        raise AgentsFileError("\n".join(errs))
     return {name: _agent(name, spec) for name, spec in raw.items()}
 
 
+@lru_cache(maxsize=8)
+def _load(path: str) -> dict[str, Agent]:
+    return parse_agents(Path(path).read_bytes(), path)
+
+
+@lru_cache(maxsize=4)
+def _load_s3(uri: str) -> dict[str, Agent]:
+    import boto3
+
+    from .store.objects import read_object
+
+    return parse_agents(read_object(boto3.session.Session().client("s3"), uri), uri)
+
+
 def load_agents(path: str | os.PathLike[str] | None = None) -> dict[str, Agent]:
+    if path is None and not os.environ.get("AGENTS_FILE") and os.environ.get("AGENTS_S3_URI"):
+        return _load_s3(os.environ["AGENTS_S3_URI"])
     return _load(str(path or os.environ.get("AGENTS_FILE") or DEFAULT_FILE))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    path = args[0] if args else str(DEFAULT_FILE)
+    try:
+        agents = parse_agents(Path(path).read_bytes(), path)
+    except (OSError, AgentsFileError) as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    for a in agents.values():
+        print(f"{a.name}: {a.model['provider']}/{a.model['name']} (config_hash {a.config_hash[:12]})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

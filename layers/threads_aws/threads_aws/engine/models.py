@@ -257,6 +257,10 @@ PROVIDER_ADAPTERS: dict[str, str] = {
     "bedrock": "threads_aws.engine.providers.bedrock:BedrockAdapter",
     "openai": "threads_aws.engine.providers.openai:OpenAIAdapter",
 }
+#: model_params keys the provider adapters map (each refuses the others before sending).
+MODEL_PARAMS = frozenset(
+    {"max_tokens", "temperature", "top_p", "stop_sequences", "tool_choice", "thinking", "reasoning_effort"}
+)
 #: Adapter versions each provider adapter implements (`adapter.version` in line 0).
 ADAPTER_VERSIONS: dict[str, frozenset[str]] = {name: frozenset({"1"}) for name in PROVIDER_ADAPTERS}
 

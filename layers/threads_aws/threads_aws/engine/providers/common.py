@@ -33,16 +33,12 @@ from typing import Any
 
 from ...core.canonical import sha256_hex
 from ...core.render import escape
-from ..models import ArtifactAccess, ModelError
+from ..models import MODEL_PARAMS, ArtifactAccess, ModelError
 
 CALL_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 OPEN_SCHEMA: dict[str, Any] = {"properties": {}, "type": "object"}
 
-#: model_params keys the adapters map (anything else is refused before sending).
-MODEL_PARAMS = frozenset(
-    {"max_tokens", "temperature", "top_p", "stop_sequences", "tool_choice", "thinking", "reasoning_effort"}
-)
 
 
 @dataclass
