@@ -138,13 +138,13 @@ def build_request(conv: Conversation, blobs: Blobs) -> dict[str, Any]:
     if "reasoning_effort" in params:
         raise unsupported("model_error", "anthropic maps thinking, not reasoning_effort")
     kw: dict[str, Any] = {"max_tokens": params["max_tokens"], "model": conv.model["name"]}
-    for ours, theirs in (
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("stop_sequences", "stop_sequences"),
-    ):
-        if ours in params:
-            kw[theirs] = params[ours]
+    if "stop_sequences" in params:
+        kw["stop_sequences"] = params["stop_sequences"]
+    # The SDK no longer types temperature/top_p (newer models refuse them); models that take
+    # them still get them, as body fields.
+    extra = {k: params[k] for k in ("temperature", "top_p") if k in params}
+    if extra:
+        kw["extra_body"] = extra
     if "tool_choice" in params:
         kw["tool_choice"] = _tool_choice(params["tool_choice"])
     if "thinking" in params:

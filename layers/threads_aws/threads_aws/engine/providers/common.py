@@ -375,4 +375,10 @@ def classify_transport(exc: BaseException) -> ModelError:
         return ModelError("provider_error", outcome="not_sent", retryable=True, message=str(exc))
     if names & {"TimeoutException", "ReadTimeout", "WriteTimeout", "APITimeoutError"}:
         return ModelError("timeout", outcome="unknown", message=str(exc) or "timeout")
-    return ModelError("stream_broken", outcome="unknown", message=str(exc) or type(exc).__name__)
+    if names & {"TransportError", "StreamError", "APIConnectionError", "ProtocolError", "OSError"}:
+        return ModelError("stream_broken", outcome="unknown", message=str(exc) or type(exc).__name__)
+    # Not a transport failure (an SDK or adapter bug): whether it was sent is unknown, and a
+    # re-send would fail the same way.
+    return ModelError(
+        "provider_error", outcome="unknown", retryable=False, message=f"{type(exc).__name__}: {exc}"
+    )
