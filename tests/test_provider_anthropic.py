@@ -12,7 +12,6 @@ import anthropic
 import httpx2
 import pytest
 from _provider_helpers import MemoryArtifacts, complete, request, sse, tool, user
-
 from threads_aws.engine.models import ModelError
 from threads_aws.engine.providers.anthropic import AnthropicAdapter
 
@@ -183,7 +182,7 @@ def test_request_mapping_pairs_results_resolves_artifacts_and_sends_reasoning_ba
         json.dumps({"signature": "sig", "thinking": "hm", "type": "thinking"}).encode(), "application/json"
     )
     png = arts.put(b"\x89PNG fake", "image/png")
-    doc = arts.put("plain words".encode(), "text/plain")
+    doc = arts.put(b"plain words", "text/plain")
     lines = [
         {
             "content": [

@@ -17,7 +17,6 @@ from _provider_helpers import MemoryArtifacts, complete, request, tool, user
 from botocore.config import Config
 from botocore.eventstream import EventStreamBuffer
 from botocore.stub import Stubber
-
 from threads_aws.engine.models import ModelError
 from threads_aws.engine.providers.bedrock import BedrockAdapter
 from threads_aws.fakes import eventstream

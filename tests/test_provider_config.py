@@ -9,7 +9,6 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-
 from threads_aws.agents import AgentsFileError, load_agents, parse_agents
 from threads_aws.engine.models import ModelError, adapter_for
 from threads_aws.engine.providers import common, keys
@@ -175,7 +174,6 @@ def test_worker_records_the_classified_outcome(aws: Any) -> None:
     """The step writes what the adapter classified: a lost answer is `unknown` (may be billed),
     a rejection `failed` with its status and retry-after."""
     from test_engine_helpers import make_ctx, new_thread, of_type, run, say, scripted, verify_export
-
     from threads_aws.engine.models import ScriptedModel
 
     ctx = make_ctx(aws)

@@ -11,7 +11,6 @@ import httpx2
 import openai
 import pytest
 from _provider_helpers import MemoryArtifacts, complete, request, sse, tool, user
-
 from threads_aws.engine.models import ModelError
 from threads_aws.engine.providers.openai import OpenAIAdapter
 
