@@ -115,6 +115,9 @@ Resources:
         Boom:
           Type: Api
           Properties: {RestApiId: !Ref Api, Path: /boom, Method: GET}
+        Big:
+          Type: Api
+          Properties: {RestApiId: !Ref Api, Path: /big, Method: GET}
   WorkerFunction:
     Type: AWS::Serverless::Function
     Properties:
@@ -169,9 +172,16 @@ def handler(event, context):
 OTHER = """\
 import base64
 
+CALLS = []
+
 def handler(event, context):
     if event["resource"] == "/boom":
         raise RuntimeError("boom")
+    if event["resource"] == "/big":
+        CALLS.append(len(event["body"] or ""))
+        quote = (event["queryStringParameters"] or {}).get("quote") == "1"
+        n = int(event["queryStringParameters"]["n"])
+        return {"statusCode": 200, "body": ('"' if quote else "x") * n}
     return {"statusCode": 201, "headers": {"Content-Type": "application/octet-stream"},
             "body": base64.b64encode(b"\\x00other").decode(), "isBase64Encoded": True}
 """
@@ -541,3 +551,79 @@ def test_dev_command_serves_and_stops_on_sigterm() -> None:
             proc.stderr.close()
         if proc.stdout:
             proc.stdout.close()
+
+
+# ---------------------------------------------------------------- limits
+
+
+def _other_calls(gw: Gateway) -> list[int]:
+    return gw.handlers.handler("OtherFunction").__globals__["CALLS"]  # type: ignore[no-any-return]
+
+
+def test_lambda_invoke_request_limit(gw: Gateway) -> None:
+    # API Gateway takes up to 10 MB, Lambda's invoke at most 6,291,456 bytes of event: between
+    # the two the function never runs and the gateway answers its 5XX.
+    from threads_aws.local.gateway import MAX_INVOKE_REQUEST
+
+    calls = _other_calls(gw)
+    calls.clear()
+    status, body, resp = call(gw, "GET", "/big", query="n=1", body=b"x" * (MAX_INVOKE_REQUEST - 4000))
+    assert status == 200 and calls == [MAX_INVOKE_REQUEST - 4000]
+    status, body, resp = call(gw, "GET", "/big", query="n=1", body=b"x" * MAX_INVOKE_REQUEST)
+    assert (status, body) == (500, {"message": "Internal server error"})
+    assert resp.header("x-amzn-ErrorType") == "InternalServerErrorException"
+    # JSON escaping counts: a body of quotes doubles inside the event.
+    status, _, _ = call(gw, "GET", "/big", query="n=1", body=b'"' * (MAX_INVOKE_REQUEST // 2 + 10))
+    assert status == 500 and len(calls) == 1
+
+
+def test_lambda_response_limit(gw: Gateway) -> None:
+    from threads_aws.local.gateway import MAX_RESPONSE
+
+    status, body, _ = call(gw, "GET", "/big", query=f"n={MAX_RESPONSE - 200}")
+    assert status == 200 and len(body) == MAX_RESPONSE - 200
+    status, body, _ = call(gw, "GET", "/big", query=f"n={MAX_RESPONSE}")
+    assert (status, body) == (502, {"message": "Internal server error"})
+    status, _, _ = call(gw, "GET", "/big", query=f"n={MAX_RESPONSE // 2 + 10}&quote=1")  # escaped: 2x
+    assert status == 502
+
+
+def test_stage_throttle_and_default_responses(fixture_template: Path) -> None:
+    src = fixture_template.read_text().replace(
+        "      StageName: !Ref Stage\n",
+        "      StageName: !Ref Stage\n"
+        "      MethodSettings:\n"
+        "        - {ResourcePath: /*, HttpMethod: '*',\n"
+        "           ThrottlingRateLimit: 0.001, ThrottlingBurstLimit: 2}\n",
+    )
+    fixture_template.write_text(src)
+    tpl = parse_template(fixture_template)
+    assert tpl.apis["Api"].throttle == (0.001, 2)
+    gw = Gateway(tpl, Handlers(tpl.functions))
+    assert [call(gw, "GET", "/health", token=None)[0] for _ in range(3)] == [200, 200, 429]
+    status, body, resp = call(gw, "GET", "/health", token=None)
+    assert (status, body) == (429, {"message": "Too Many Requests"})
+    assert resp.header("x-amzn-ErrorType") == "TooManyRequestsException"
+    # Declared DEFAULT_4XX / DEFAULT_5XX stand for every type without its own entry.
+    fixture_template.write_text(
+        src.replace(
+            "      GatewayResponses:\n",
+            "      GatewayResponses:\n"
+            "        DEFAULT_4XX:\n"
+            "          ResponseTemplates:\n"
+            "            application/json: >-\n"
+            '              {"error":{"code":"x4","message":$context.error.messageString}}\n'
+            "        DEFAULT_5XX:\n"
+            "          ResponseTemplates:\n"
+            "            application/json: >-\n"
+            '              {"error":{"code":"x5","message":"$context.error.responseType"}}\n',
+        )
+    )
+    tpl = parse_template(fixture_template)
+    gw = Gateway(tpl, Handlers(tpl.functions))
+    call(gw, "GET", "/health", token=None), call(gw, "GET", "/health", token=None)
+    status, body, _ = call(gw, "GET", "/health", token=None)
+    assert (status, body) == (429, {"error": {"code": "x4", "message": "Too Many Requests"}})
+    gw._buckets.clear()
+    status, body, _ = call(gw, "GET", "/boom")
+    assert (status, body) == (502, {"error": {"code": "x5", "message": "DEFAULT_5XX"}})

@@ -8,16 +8,25 @@ call the handler and turn its proxy response into HTTP. Failures are API Gateway
 responses, customised by the Api's `GatewayResponses` exactly as a deployment would be:
 
   no route (path or method)           MISSING_AUTHENTICATION_TOKEN  403 (REST APIs say this, not 404)
+  body over 10 MB                     REQUEST_TOO_LARGE             413 (before routing)
+  over the stage's throttle           THROTTLED                     429 (MethodSettings "/*" "*")
   identity source missing             UNAUTHORIZED                  401 (authorizer not called)
   authorizer raises "Unauthorized"    UNAUTHORIZED                  401
   policy denies / doesn't allow       ACCESS_DENIED                 403
   authorizer fails otherwise          AUTHORIZER_FAILURE            500
   authorizer answer malformed         AUTHORIZER_CONFIGURATION_ERROR 500
+  proxy event over Lambda's 6 MB      API_CONFIGURATION_ERROR       500 (Lambda refuses the invoke:
+                                                                        RequestEntityTooLarge)
   handler raises / bad proxy answer   DEFAULT_5XX                   502 Internal server error
+  proxy answer over Lambda's 6 MB     DEFAULT_5XX                   502 (Function.ResponseSizeTooLarge)
 
 so a local run shows the statuses the deployed API will give (a Deny policy is 403 there, too).
-`serve` wraps it in a stdlib ThreadingHTTPServer: responses are buffered, as the Lambda proxy
-integration buffers them (an SSE body arrives whole when the handler returns).
+A type the Api does not declare falls back to its DEFAULT_4XX / DEFAULT_5XX, then to API
+Gateway's built-in answer. Lambda's invoke limits are measured as Lambda does: the request on the
+event as API Gateway serialises it (6,291,456 bytes), the response on the handler's answer as the
+Python runtime serialises it (`json.dumps`, ensure_ascii off as on python3.12+; 6,291,556 bytes).
+Responses are buffered, as the Lambda proxy integration buffers them (an SSE body arrives whole
+when the handler returns).
 """
 
 from __future__ import annotations
@@ -45,7 +54,8 @@ from .sam import ACCOUNT, Api, ApiRoute, Authorizer, Template
 log = logging.getLogger("threads_aws.local")
 
 MAX_REQUEST = 10 * 1024 * 1024  # API Gateway's payload limit
-MAX_RESPONSE = 6 * 1024 * 1024  # Lambda's synchronous response limit
+MAX_INVOKE_REQUEST = 6_291_456  # Lambda's synchronous invoke payload ("smaller than 6291456 bytes")
+MAX_RESPONSE = 6_291_556  # Lambda's synchronous response payload (ResponseSizeTooLarge)
 
 # type -> (status, body) of API Gateway's built-in gateway responses.
 DEFAULT_RESPONSES: dict[str, tuple[int, str]] = {
@@ -55,6 +65,8 @@ DEFAULT_RESPONSES: dict[str, tuple[int, str]] = {
     "AUTHORIZER_FAILURE": (500, '{"message":null}'),
     "AUTHORIZER_CONFIGURATION_ERROR": (500, '{"message":null}'),
     "REQUEST_TOO_LARGE": (413, '{"message":"Request Too Long"}'),
+    "THROTTLED": (429, '{"message":"Too Many Requests"}'),
+    "API_CONFIGURATION_ERROR": (500, '{"message": "Internal server error"}'),
     "DEFAULT_5XX": (502, '{"message": "Internal server error"}'),
 }
 ERROR_TYPES = {
@@ -64,6 +76,8 @@ ERROR_TYPES = {
     "AUTHORIZER_FAILURE": "AuthorizerFailureException",
     "AUTHORIZER_CONFIGURATION_ERROR": "AuthorizerConfigurationException",
     "REQUEST_TOO_LARGE": "RequestTooLargeException",
+    "THROTTLED": "TooManyRequestsException",
+    "API_CONFIGURATION_ERROR": "InternalServerErrorException",
     "DEFAULT_5XX": "InternalServerErrorException",
 }
 MESSAGES = {
@@ -73,6 +87,8 @@ MESSAGES = {
     "AUTHORIZER_FAILURE": None,
     "AUTHORIZER_CONFIGURATION_ERROR": None,
     "REQUEST_TOO_LARGE": "Request Too Long",
+    "THROTTLED": "Too Many Requests",
+    "API_CONFIGURATION_ERROR": "Internal server error",
     "DEFAULT_5XX": "Internal server error",
 }
 
@@ -219,12 +235,32 @@ def _context_value(v: Any) -> str:
     raise GatewayError("AUTHORIZER_CONFIGURATION_ERROR")
 
 
+class _Bucket:
+    """API Gateway's token bucket: `burst` tokens, refilled at `rate` per second."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate, self.burst = rate, burst
+        self.tokens, self.at = float(burst), time.monotonic()
+        self.lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self.lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+            self.at = now
+            if self.tokens < 1:
+                return False
+            self.tokens -= 1
+            return True
+
+
 class Gateway:
     def __init__(self, template: Template, handlers: Handlers, *, region: str = "us-east-1") -> None:
         self.template = template
         self.handlers = handlers
         self.region = region
         self.router = Router(template.routes)
+        self._buckets = {lid: _Bucket(*api.throttle) for lid, api in template.apis.items() if api.throttle}
 
     # -- public
 
@@ -240,6 +276,9 @@ class Gateway:
                 raise GatewayError("MISSING_AUTHENTICATION_TOKEN")
             route, params = found
             api = self.template.apis[route.api]
+            bucket = self._buckets.get(api.logical_id)
+            if bucket is not None and not bucket.take():
+                raise GatewayError("THROTTLED")
             event = self._proxy_event(req, route, api, params, request_id)
             if route.authorizer is not None:
                 event["requestContext"]["authorizer"] = self._authorize(req, route, api, event)
@@ -384,15 +423,22 @@ class Gateway:
     # -- integration
 
     def _integrate(self, route: ApiRoute, event: dict[str, Any]) -> Response:
+        size = len(json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode())
+        if size > MAX_INVOKE_REQUEST:
+            log.error("%s: proxy event of %d bytes, over Lambda's invoke limit", route.function, size)
+            raise GatewayError("API_CONFIGURATION_ERROR")
         try:
             answer = self.handlers.invoke(route.function, event)
         except Exception:
             log.exception("%s raised (API Gateway answers 502)", route.function)
             raise GatewayError("DEFAULT_5XX") from None
         try:
+            size = len(json.dumps(answer, ensure_ascii=False).encode())
+            if size > MAX_RESPONSE:
+                raise ValueError(f"a {size}-byte response, over Lambda's 6 MB limit")
             return self._proxy_response(answer, event["requestContext"]["requestId"])
         except (TypeError, ValueError, KeyError) as exc:
-            log.error("%s: malformed proxy response (%s): %r", route.function, exc, answer)
+            log.error("%s: malformed proxy response (%s): %.300r", route.function, exc, answer)
             raise GatewayError("DEFAULT_5XX") from None
 
     @staticmethod
@@ -425,8 +471,6 @@ class Gateway:
             body = base64.b64decode(raw, validate=True)
         else:
             body = raw.encode("utf-8")
-        if len(body) > MAX_RESPONSE:
-            raise ValueError("response over Lambda's 6 MB limit")
         names = {k.lower() for k, _ in headers}
         if "content-type" not in names:
             headers.append(("Content-Type", "application/json"))

@@ -72,6 +72,23 @@ class Api:
     authorizers: Mapping[str, Authorizer]
     gateway_responses: Mapping[str, GatewayResponse]
     binary_media_types: tuple[str, ...] = ()
+    throttle: tuple[float, int] | None = None  # MethodSettings "/*" "*": (rate per s, burst)
+
+
+def _throttle(settings: Any, params: Mapping[str, Any]) -> tuple[float, int] | None:
+    """The stage-wide throttle (the MethodSettings entry for every resource and method)."""
+    for m in settings if isinstance(settings, list) else ():
+        if not isinstance(m, dict) or m.get("ResourcePath", "/*") != "/*" or m.get("HttpMethod", "*") != "*":
+            continue
+        rate, burst = (
+            params.get(v["Ref"]) if isinstance(v, dict) and "Ref" in v else v
+            for v in (m.get("ThrottlingRateLimit"), m.get("ThrottlingBurstLimit"))
+        )
+        try:
+            return float(str(rate)), int(str(burst))
+        except ValueError:
+            return None
+    return None
 
 
 @dataclass
@@ -161,6 +178,7 @@ def parse_template(path: str | os.PathLike[str]) -> Template:
             authorizers=authorizers,
             gateway_responses=responses,
             binary_media_types=tuple(str(t).replace("~1", "/") for t in p.get("BinaryMediaTypes") or ()),
+            throttle=_throttle(p.get("MethodSettings"), params),
         )
 
     for lid, res in resources.items():
