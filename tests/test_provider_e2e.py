@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import test_e2e_gateway
 from test_e2e_gateway import TEMPLATE, Dev, types
 from threads_aws.fakes.models import FakeServer
 
@@ -69,7 +70,11 @@ def dev_on_fakes(tmp_path_factory: pytest.TempPathFactory, fake: FakeServer) -> 
 
 
 @pytest.mark.parametrize("agent", ["anthropic", "openai", "bedrock"])
-def test_tool_loop_on_each_provider(dev_on_fakes: Dev, fake: FakeServer, agent: str, tmp_path: Path) -> None:
+def test_tool_loop_on_each_provider(
+    dev_on_fakes: Dev, fake: FakeServer, agent: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker's first step on a provider imports its SDK (seconds on a loaded machine).
+    monkeypatch.setattr(test_e2e_gateway, "DEADLINE_S", 120)
     dev = dev_on_fakes
     before = len(fake.state.requests)
     status, run, _ = dev.call(

@@ -322,8 +322,9 @@ def _load_s3(uri: str) -> dict[str, Agent]:
 
 
 def load_agents(path: str | os.PathLike[str] | None = None) -> dict[str, Agent]:
-    if path is None and not os.environ.get("AGENTS_FILE") and os.environ.get("AGENTS_S3_URI"):
-        return _load_s3(os.environ["AGENTS_S3_URI"])
+    uri = os.environ.get("AGENTS_S3_URI", "")
+    if path is None and not os.environ.get("AGENTS_FILE") and uri:
+        return _load_s3(uri if uri.startswith("s3://") else "s3://" + uri)  # the template gives bucket/key
     return _load(str(path or os.environ.get("AGENTS_FILE") or DEFAULT_FILE))
 
 
