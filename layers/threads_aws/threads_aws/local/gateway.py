@@ -26,7 +26,8 @@ Gateway's built-in answer. Lambda's invoke limits are measured as Lambda does: t
 event as API Gateway serialises it (6,291,456 bytes), the response on the handler's answer as the
 Python runtime serialises it (`json.dumps`, ensure_ascii off as on python3.12+; 6,291,556 bytes).
 Responses are buffered, as the Lambda proxy integration buffers them (an SSE body arrives whole
-when the handler returns).
+when the handler returns). `make_server` puts it behind a real HTTP server (`local.server`:
+uvicorn serving the ASGI app of `local.asgi`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
@@ -539,58 +539,17 @@ def _vtl(template: str, exc: GatewayError, request_id: str) -> str:
 # ---------------------------------------------------------------- HTTP
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "threads-aws-local"
-    gateway: Gateway  # set on the subclass by make_server
+def make_server(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, **kw: Any) -> Any:
+    """The HTTP server in front of `gateway` (uvicorn: `local.server`), bound, not yet serving."""
+    from .server import make_server as _make
 
-    def _serve(self) -> None:
-        started = time.monotonic()
-        path, _, query = self.path.partition("?")
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_REQUEST:
-            self.close_connection = True  # the body stays unread
-            resp = self.gateway.reject("REQUEST_TOO_LARGE", Request(self.command, path, query))
-        else:
-            body = self.rfile.read(length) if length else b""
-            req = Request(self.command, path, query, list(self.headers.items()), body, self.client_address[0])
-            resp = self.gateway.handle(req)
-        self.send_response(resp.status)
-        for k, v in resp.headers:
-            if k.lower() not in ("content-length", "connection", "transfer-encoding"):
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(resp.body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(resp.body)
-        log.info("%s %s %d %dms", self.command, self.path, resp.status, (time.monotonic() - started) * 1000)
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_HEAD = _serve
-
-    def __getattr__(self, name: str) -> Any:
-        # Every method (TRACE, QUERY, ...) reaches the router, as at API Gateway: one without a
-        # route gets the gateway response, never a bare 501 from the HTTP server.
-        if name.startswith("do_"):
-            return self._serve
-        raise AttributeError(name)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass  # one line per request comes from _serve
+    return _make(gateway, host, port, **kw)
 
 
-def make_server(gateway: Gateway, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    handler = type("GatewayHandler", (_Handler,), {"gateway": gateway})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    return server
+def serve_in_thread(server: Any) -> threading.Thread:
+    from .server import serve_in_thread as _serve
 
-
-def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
-    t = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="gateway", daemon=True
-    )
-    t.start()
-    return t
+    return _serve(server)
 
 
 def configure_logging(verbose: bool) -> None:
