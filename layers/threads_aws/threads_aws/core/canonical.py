@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 import orjson
@@ -88,20 +89,43 @@ def admit(raw: bytes) -> dict[str, Any]:
     Raises NotCanonical for anything a strict reader refuses: bad UTF-8, bad JSON, a non-object,
     nesting deeper than 64, integers outside the safe range, or bytes that differ from JCS.
     """
-    if len(raw) > MAX_LINE_BYTES:
-        raise NotCanonical("line longer than 1 MiB")
+    value = admit_fast(raw)
+    return _admit_exact(raw) if value is None else value
+
+
+def admit_fast(raw: bytes) -> dict[str, Any] | None:
+    """The parsed line when the fast path proves it canonical, else None (then `admit` decides
+    and names the failure). Only C calls: the importer runs this once per line."""
     # Counting brackets over-approximates depth: only a line that could be too deep is walked,
-    # and no parser ever recurses on one that is.
-    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH and (raw.isascii() or max(raw) < 0xF0):
-        try:
-            value = _orjson_loads(raw)
-            if type(value) is dict and _orjson_dumps(value, option=_FAST) == raw:
-                # A canonical float token holds '.' or a signed exponent; most lines have neither.
-                if (b"." not in raw and b"e+" not in raw and b"e-" not in raw) or not _has_float(value):
-                    return value
-        except (orjson.JSONDecodeError, orjson.JSONEncodeError):
-            pass
-    return _admit_exact(raw)
+    # and no parser ever recurses on one that is. Keys with non-BMP characters (UTF-8 lead byte
+    # >= 0xF0) sort by UTF-16 units in JCS but by code points in orjson: any such byte is exact.
+    if (
+        len(raw) > MAX_LINE_BYTES
+        or raw.count(b"[") + raw.count(b"{") > MAX_DEPTH
+        or not (raw.isascii() or max(raw) < 0xF0)
+    ):
+        return None
+    try:
+        value = _orjson_loads(raw)
+        if type(value) is not dict or _orjson_dumps(value, option=_FAST) != raw:
+            return None
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return None
+    # orjson writes some floats unlike JCS (1000.0, 1e+16): a line with a float takes the exact
+    # path. The bytes equal orjson's compact output, so a float token there holds `.` and a
+    # digit, or is `[:,[]-?De±N` (one digit before the exponent). Each search starts at a
+    # single literal byte (re's fast scan: cheaper than walking the parsed value); a match
+    # inside a string ("3.11") only costs the walk.
+    if (
+        _DOT_DIGIT(raw) is not None or _EXP_PLUS(raw) is not None or _EXP_MINUS(raw) is not None
+    ) and _has_float(value):
+        return None
+    return value
+
+
+_DOT_DIGIT = re.compile(rb"\.[0-9]").search
+_EXP_PLUS = re.compile(rb"\+(?:(?<=[:,\[][0-9]e\+)|(?<=[:,\[]-[0-9]e\+))").search
+_EXP_MINUS = re.compile(rb"-(?<=e-)(?:(?<=[:,\[][0-9]e-)|(?<=[:,\[]-[0-9]e-))").search
 
 
 def _has_float(value: dict[str, Any]) -> bool:

@@ -13,10 +13,14 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from hashlib import sha256 as _sha256
 from typing import Any
 
 from . import schema
-from .canonical import MAX_INT, NotCanonical, admit, sha256_hex
+from ._validators import EVENT_VALIDATORS as _VALIDATORS
+from ._validators import SchemaError
+from ._validators import validate_envelope as _validate_envelope
+from .canonical import MAX_INT, NotCanonical, admit, admit_fast, sha256_hex
 from .errors import LogError
 from .fold import Fold
 from .lines import HEAD_FORMAT, HEADER_FORMAT, StoredLine
@@ -61,6 +65,9 @@ class Imported:
         return self.fold.events
 
 
+_new_line = tuple.__new__
+
+
 def _readable_seq(value: Any) -> int | None:
     """A seq an error can name: an integer in 0..2^53-1 (the error's seq is an Int)."""
     return value if type(value) is int and 0 <= value <= MAX_INT else None
@@ -77,6 +84,7 @@ class Importer:
         self.head_value: dict[str, Any] | None = None
         self.lines_seen = 0
         self.committed_bytes = 0
+        self.last_hash = ""  # hash of the last stored line (the chain's prev_hash for the next)
 
     # -- stage 1 -----------------------------------------------------------
     def _admit(self, raw: bytes) -> dict[str, Any]:
@@ -99,16 +107,71 @@ class Importer:
         return 0 if self.lines_seen == 0 else self.last_seq + 1
 
     def feed(self, raw: bytes) -> None:
+        """Admit, check and apply one line (without its newline), in the order of the module
+        docstring. An event line takes this one function end to end (it runs once per line of
+        every import): the fast admission leaf, its type's generated validator, `Fold.apply`."""
         if self.head_value is not None:
             # The head checkpoint is the last line of an export: one followed by any line is
             # misplaced (valid alone), named by its own seq (inferred).
             raise LogError("invalid_transition", self.head_value["seq"], "a line follows the head checkpoint")
-        value = self._admit(raw)
+        value = admit_fast(raw)
+        if value is None:
+            value = self._admit(raw)  # the exact path: admits, or names the failure
         if "format" in value or "seq" not in value:
             self._meta(raw, value)
-        else:
-            self._event(raw, value)
+            self.lines_seen += 1
+            return
+        # Schema (rule 5 included). Every known type is at version 1: (type, 2) is unknown and
+        # meets the envelope only.
+        type_ = value.get("type")
+        validator = _VALIDATORS.get(type_) if type(type_) is str else None
+        if value.get("type_version") != 1:
+            validator = None
+        try:
+            (validator or _validate_envelope)(value)
+        except SchemaError as exc:
+            raise LogError("invalid_line", self._seq_of(value), exc.message) from None
+        seq = value["seq"]  # the envelope holds it to 1..2^53-1
+        known = validator is not None
+        if not known and value["critical"]:
+            raise LogError("unsupported_critical_event", seq, f"unknown critical type {type_!r}")
+        self.last_seq = seq
+        # Across lines: segment structure, seq, prev_hash, fork link, then validate_next.
+        segments = self.segments
+        if not segments:
+            raise LogError("invalid_transition", seq, "the first line is not a header")
+        is_fork = known and type_ == "fork"  # an unknown (type, type_version) is no fork
+        if is_fork is not self.expect_fork:
+            if self.expect_fork:
+                raise LogError("invalid_transition", seq, "a child header must be followed by its fork")
+            raise LogError("invalid_transition", seq, "fork is only the first event of a child segment")
+        fold = self.fold
+        if seq != fold.head_seq + 1:
+            raise LogError("seq_mismatch", seq, f"expected seq {fold.head_seq + 1}")
+        if value["prev_hash"] != self.last_hash:
+            raise LogError("prev_hash_mismatch", seq, "prev_hash does not chain")
+        seg = segments[-1]
+        if is_fork:
+            self._fork(seg, seq, value["data"])
+        fold.apply(value, known=known)
+        hash_ = _sha256(raw).hexdigest()
+        # tuple.__new__ directly: the NamedTuple's own __new__ is a Python frame per line
+        seg.lines.append(
+            _new_line(
+                StoredLine,
+                (seq, raw, hash_, value["event_id"], type_, value["epoch"], value["critical"], value),
+            )
+        )
+        self.last_hash = hash_
+        self.committed_bytes += len(raw) + 1
         self.lines_seen += 1
+
+    def _fork(self, seg: Segment, seq: int, d: dict[str, Any]) -> None:
+        parent = self.segments[-2]
+        if d["parent_branch_id"] != parent.branch_id or d["at_hash"] != parent.last.hash:
+            raise LogError("prev_hash_mismatch", seq, "fork does not link to the parent line")
+        seg.parent_branch_id, seg.fork_at_seq = parent.branch_id, seq - 1
+        self.expect_fork = False
 
     def _meta(self, raw: bytes, value: dict[str, Any]) -> None:
         seq = self._seq_of(value)
@@ -130,38 +193,9 @@ class Importer:
                 raise LogError("invalid_transition", seq, "child header names another thread")  # rule 4
         header = StoredLine.of_header(raw)
         self.segments.append(Segment(value["branch_id"], value["thread_id"], header, value["writer"]))
+        self.last_hash = header.hash
         self.expect_fork = len(self.segments) > 1
         self.fold.begin_segment(value["thread_id"], value["branch_id"])
-
-    def _event(self, raw: bytes, value: dict[str, Any]) -> None:
-        seq = _readable_seq(value["seq"])
-        if seq is None:
-            seq = 0 if self.lines_seen == 0 else self.last_seq + 1  # unreadable: named by position
-        known = schema.check_event(value, seq)
-        self.last_seq = seq
-        if not self.segments:
-            raise LogError("invalid_transition", seq, "the first line is not a header")
-        seg = self.segments[-1]
-        is_fork = known and value["type"] == "fork"  # an unknown (type, type_version) is no fork
-        if self.expect_fork and not is_fork:
-            raise LogError("invalid_transition", seq, "a child header must be followed by its fork")
-        if is_fork and not self.expect_fork:
-            raise LogError("invalid_transition", seq, "fork is only the first event of a child segment")
-        if seq != self.fold.head_seq + 1:
-            raise LogError("seq_mismatch", seq, f"expected seq {self.fold.head_seq + 1}")
-        if value["prev_hash"] != seg.last.hash:
-            raise LogError("prev_hash_mismatch", seq, "prev_hash does not chain")
-        if is_fork:
-            parent = self.segments[-2]
-            d = value["data"]
-            if d["parent_branch_id"] != parent.branch_id or d["at_hash"] != parent.last.hash:
-                raise LogError("prev_hash_mismatch", seq, "fork does not link to the parent line")
-            seg.parent_branch_id, seg.fork_at_seq = parent.branch_id, seq - 1
-            self.expect_fork = False
-        self.fold.apply(value, known=known)
-        line = StoredLine.of_event(raw, value)
-        seg.lines.append(line)
-        self.committed_bytes += len(raw) + 1
 
     # -- stage 3 ------------------------------------------------------------
     def finish(self, *, torn: bool) -> bool:
@@ -208,18 +242,16 @@ def import_log(
 
 
 def _feed_all(imp: Importer, data: bytes) -> tuple[bytes | None, int | None]:
-    pos = 0
-    n = len(data)
-    torn: bytes | None = None
-    torn_offset: int | None = None
-    while pos < n:
-        nl = data.find(b"\n", pos)
-        if nl < 0:
-            torn, torn_offset = data[pos:], pos  # newline is the commit marker
-            break
-        imp.feed(data[pos:nl])
-        pos = nl + 1
-    return torn, torn_offset
+    # One split in C rather than a find and a slice per line: every line's bytes are kept by
+    # its StoredLine anyway, and lines are still fed (and fail) one by one, in order.
+    lines = data.split(b"\n")
+    tail = lines.pop()  # bytes after the last newline (the newline is the commit marker)
+    feed = imp.feed
+    for raw in lines:
+        feed(raw)
+    if tail:
+        return tail, len(data) - len(tail)
+    return None, None
 
 
 def export_bytes(segments: list[Segment], head_line: bytes) -> bytes:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from hashlib import sha256 as _sha256
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import WRITER
 from .canonical import canonical_bytes, sha256_hex
@@ -15,11 +14,12 @@ FORMAT_VERSION = 1
 READABLE_IMPLS = ("threads-py", "threads-ts", "threads-aws")
 
 
-@dataclass(frozen=True, slots=True)
-class StoredLine:
+class StoredLine(NamedTuple):
     """One stored line: its exact bytes (no newline) and what the store indexes them by.
 
-    A header is seq 0 of its segment with no event_id/type.
+    A header is seq 0 of its segment with no event_id/type. Immutable; a NamedTuple rather than
+    a frozen dataclass because one is built per imported line, and a frozen dataclass's
+    `__init__` (one `object.__setattr__` per field) costs several times a tuple's.
     """
 
     seq: int
@@ -33,7 +33,6 @@ class StoredLine:
 
     @classmethod
     def of_event(cls, raw: bytes, event: dict[str, Any]) -> StoredLine:
-        # positional and with the hash inlined: this runs once per imported line
         return cls(
             event["seq"],
             raw,

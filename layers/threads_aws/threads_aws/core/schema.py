@@ -1,4 +1,6 @@
-"""Line schemas: format admission and the compiled contract validators (see schema_gen)."""
+"""Line schemas of headers and head checkpoints: format admission, then the compiled contract
+validators (see schema_gen). Event lines meet their type's validator in `Importer.feed`, the
+per-line hot path."""
 
 from __future__ import annotations
 
@@ -37,24 +39,3 @@ def check_head(value: dict[str, Any], seq: int) -> None:
         v.validate_head(value)
     except SchemaError as exc:
         raise LogError("invalid_line", seq, exc.message) from None
-
-
-def check_event(value: dict[str, Any], seq: int) -> bool:
-    """Validate an event line; True if its type is known, False for a kept unknown
-    non-critical event. An unknown critical type refuses the log (rule 5)."""
-    type_ = value.get("type")
-    validator = v.EVENT_VALIDATORS.get(type_) if isinstance(type_, str) else None
-    if value.get("type_version") != 1:  # every known type is at version 1: (type, 2) is unknown
-        validator = None
-    try:
-        if validator is None:
-            v.validate_envelope(value)
-        else:
-            validator(value)
-    except SchemaError as exc:
-        raise LogError("invalid_line", seq, exc.message) from None
-    if validator is None:
-        if value["critical"]:
-            raise LogError("unsupported_critical_event", seq, f"unknown critical type {value['type']!r}")
-        return False
-    return True
