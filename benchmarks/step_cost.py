@@ -33,7 +33,8 @@ from threads_aws.core.lines import StoredLine, header_line  # noqa: E402
 from threads_aws.engine.step import EngineContext, advance  # noqa: E402
 from threads_aws.local.infra import create_resources, default_template_path  # noqa: E402
 from threads_aws.local.moto_patch import speed_up_moto_transactions  # noqa: E402
-from threads_aws.store import ArtifactStore, EventStore  # noqa: E402
+from threads_aws.store import NewBranch  # noqa: E402
+from threads_aws.store.aws import stores  # noqa: E402
 from threads_aws.writer import Draft, Writer  # noqa: E402
 
 USER = {"kind": "user", "principal": {"issuer": "api", "subject": "alice", "tenant": "acme"}}
@@ -93,7 +94,7 @@ def branch_with(writer: Writer, prior_events: int) -> str:
     thread_id, branch_id = new_uuid7(), new_uuid7()
     header = StoredLine.of_header(header_line(thread_id, branch_id, 1))
     writer.store.create_branch(
-        thread_id=thread_id, tenant="acme", branch_id=branch_id, header=header, create_thread=True
+        NewBranch(thread_id=thread_id, tenant="acme", branch_id=branch_id, header=header, create_thread=True)
     )
     drafts = [Draft("thread_started", load_agents()["demo"].thread_started(), HOST)]
     n = 0
@@ -154,12 +155,9 @@ def main() -> None:
         ddb, s3, sqs = session.client("dynamodb"), session.client("s3"), session.client("sqs")
         meter = Meter()
         meter.attach(ddb, s3, sqs)
-        artifacts = ArtifactStore(s3, res.bucket)
-        store = EventStore(ddb, res.events_table, res.state_table, artifacts)
-        writer = Writer(store)
-        ctx = EngineContext(
-            writer=writer, artifacts=artifacts, ddb=ddb, state_table=res.state_table, agents=load_agents()
-        )
+        st = stores(ddb, s3, res)
+        writer = Writer(st.events)
+        ctx = EngineContext(writer=writer, stores=st, agents=load_agents())
         results = {}
         for prior in (50, 5_000):
             b = branch_with(writer, prior)

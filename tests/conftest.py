@@ -47,23 +47,33 @@ class AwsEnv:
     sqs: Any
     clock: FakeClock = field(default_factory=FakeClock)
 
-    def artifacts(self) -> Any:
-        from threads_aws.store import ArtifactStore
+    def services(self, **event_store: Any) -> Any:
+        """A fresh `Services` on this moto account and clock (`event_store`: EventStore tuning)."""
+        from threads_aws.services import Services
 
-        return ArtifactStore(self.s3, self.resources.bucket)
+        clients = {"dynamodb": self.ddb, "s3": self.s3, "sqs": self.sqs}
+        return Services(self.resources, clients=clients, clock=self.clock, event_store=event_store)
+
+    def stores(self, **event_store: Any) -> Any:
+        return self.services(**event_store).stores
+
+    def artifacts(self) -> Any:
+        return self.stores().artifacts
 
     def events(self, **kw: Any) -> Any:
-        from threads_aws.store import EventStore
-
-        kw.setdefault("clock", self.clock)
-        return EventStore(
-            self.ddb, self.resources.events_table, self.resources.state_table, self.artifacts(), **kw
-        )
+        return self.stores(**kw).events
 
     def index(self) -> Any:
-        from threads_aws.store import ThreadIndex
+        return self.stores().threads
 
-        return ThreadIndex(self.ddb, self.resources.state_table)
+
+@pytest.fixture(autouse=True)
+def _fresh_services():
+    """No test sees another's per-container Services (built from an environment it set)."""
+    yield
+    from threads_aws import services
+
+    services.reset()
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ from threads_aws.core.importer import import_log
 from threads_aws.core.lines import StoredLine, header_line
 from threads_aws.engine.models import adapter_for
 from threads_aws.engine.step import EngineContext, StepOutcome, advance
-from threads_aws.writer import Draft, Writer
+from threads_aws.store import NewBranch
+from threads_aws.writer import Draft
 
 ALICE = {"issuer": "api", "subject": "alice", "tenant": "acme"}
 USER = {"kind": "user", "principal": ALICE}
@@ -19,18 +20,8 @@ APPROVER = {"kind": "approver", "principal": ALICE}
 
 
 def make_ctx(aws: Any, models: Any = None, **kw: Any) -> EngineContext:
-    writer = Writer(aws.events(), clock=aws.clock)
-    return EngineContext(
-        writer=writer,
-        artifacts=aws.artifacts(),
-        ddb=aws.ddb,
-        state_table=aws.resources.state_table,
-        sqs=aws.sqs,
-        queue_url=aws.resources.run_step_queue_url,
-        models=models or adapter_for,
-        clock=aws.clock,
-        **kw,
-    )
+    ctx: EngineContext = aws.services().engine(models=models or adapter_for, **kw)
+    return ctx
 
 
 def scripted(model: Any) -> Any:
@@ -41,7 +32,7 @@ def new_thread(ctx: EngineContext, agent: str = "demo", **policy: Any) -> str:
     thread_id, branch_id = new_uuid7(), new_uuid7()
     header = StoredLine.of_header(header_line(thread_id, branch_id, ctx.clock()))
     ctx.store.create_branch(
-        thread_id=thread_id, tenant="acme", branch_id=branch_id, header=header, create_thread=True
+        NewBranch(thread_id=thread_id, tenant="acme", branch_id=branch_id, header=header, create_thread=True)
     )
     started = load_agents()[agent].thread_started()
     if policy:

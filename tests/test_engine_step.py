@@ -21,9 +21,10 @@ from test_engine_helpers import (
     verify_export,
 )
 from threads_aws.core import projections
-from threads_aws.engine import records
 from threads_aws.engine.models import ScriptedModel
 from threads_aws.engine.tools import BUILTIN_EXECUTORS, ToolContext, ToolOutput, ToolUncertain, run_note
+from threads_aws.store.approvals import approval_key
+from threads_aws.store.questions import question_key
 from threads_aws.writer import Draft, Writer
 
 
@@ -83,7 +84,7 @@ def test_note_needs_approval_then_runs_exactly_once(aws: Any) -> None:
     req = of_type(ctx, b, "approval_requested")[0]["data"]
     assert of_type(ctx, b, "permission_decision")[0]["data"]["decision"] == "ask"
     row = aws.ddb.get_item(
-        TableName=aws.resources.state_table, Key=records.approval_key(req["challenge_id"])
+        TableName=aws.resources.state_table, Key=approval_key(req["challenge_id"])
     )["Item"]
     assert row["state"]["S"] == "open" and row["tool"]["S"] == "note"
     assert row["args_hash"]["S"] == req["args_hash"] and row["branch_id"]["S"] == b
@@ -142,7 +143,7 @@ def test_ask_user_parks_awaiting_input_with_a_question_row(aws: Any) -> None:
     park = of_type(ctx, b, "parked")[0]["data"]
     call_id = of_type(ctx, b, "tool_call")[0]["data"]["call_id"]
     assert park["address"] == {"id": call_id, "kind": "input"} and park["reason"] == "awaiting_input"
-    row = aws.ddb.get_item(TableName=aws.resources.state_table, Key=records.question_key(b, call_id))["Item"]
+    row = aws.ddb.get_item(TableName=aws.resources.state_table, Key=question_key(b, call_id))["Item"]
     assert row["state"]["S"] == "open" and row["question"]["S"] == "which colour?"
     assert json.loads(row["asked_by"]["S"]) == USER["principal"]
     # the answer route appends the answered result and resumes

@@ -11,7 +11,7 @@ ARN = "arn:aws:execute-api:us-east-1:123456789012:abc/dev/GET/v1/threads/x/timel
 
 @pytest.fixture
 def keys(aws):
-    return ApiKeys(aws.ddb, aws.resources.state_table, clock=aws.clock)
+    return ApiKeys(aws.stores().api_keys, clock=aws.clock)
 
 
 def event(token: str | None) -> dict:
@@ -81,7 +81,7 @@ def test_cli_keys_create_and_revoke(aws, monkeypatch, capsys):
     monkeypatch.setenv("STATE_TABLE", aws.resources.state_table)
     assert main(["keys", "create", "--tenant", "acme", "--subject", "alice"]) == 0
     token = capsys.readouterr().out.splitlines()[0]
-    keys = ApiKeys(aws.ddb, aws.resources.state_table)
+    keys = ApiKeys(aws.stores().api_keys)
     assert keys.lookup(token).subject == "alice"
     assert main(["keys", "revoke", token]) == 0
     assert keys.lookup(token) is None

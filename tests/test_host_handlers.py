@@ -71,7 +71,7 @@ def test_start_run_sample_is_accepted(env):
 def test_authorizer_sample(env):
     from threads_aws.host.keys import ApiKeys
 
-    minted = ApiKeys(env.ddb, env.resources.state_table).create("acme", "alice")
+    minted = ApiKeys(env.stores().api_keys).create("acme", "alice")
     ev = sample("authorizer")
     ev["headers"]["Authorization"] = f"Bearer {minted.token}"
     out = load_handler("authorizer")(ev, CONTEXT)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from threads_aws.agents import load_agents
 from threads_aws.core.canonical import canonical_hash, new_uuid7
 from threads_aws.host.principal import Principal
 from threads_aws.host.service import Host
-from threads_aws.writer import Draft, Writer
+from threads_aws.store.approvals import ApprovalRow
+from threads_aws.writer import Draft
 
 ALICE = Principal("api", "acme", "alice")
 BOB = Principal("api", "acme", "bob")
@@ -19,18 +19,8 @@ SHA = "0" * 64
 
 
 def make_host(aws: Any) -> Host:
-    store = aws.events()
-    return Host(
-        Writer(store, clock=aws.clock),
-        aws.artifacts(),
-        aws.index(),
-        aws.ddb,
-        aws.resources.state_table,
-        aws.sqs,
-        aws.resources.run_step_queue_url,
-        load_agents(),
-        aws.clock,
-    )
+    host: Host = aws.services().host()
+    return host
 
 
 def start(
@@ -87,42 +77,35 @@ def park_on_approval(
     rules: list[str] | None = None,
 ) -> str:
     """The worker's approval park: ask → approval_requested + parked + the approvals row."""
-    from threads_aws.engine.records import approval_item
-
     bid = run["branch_id"]
     inp = {"text": "remember me"}
     tool_turn(host, bid, call_id, "note", inp, "ask")
     cid = new_uuid7()
     expires = host.clock() + expires_in
-    append(
-        host,
-        bid,
-        (
-            "approval_requested",
-            {
-                "challenge_id": cid,
-                "call_id": call_id,
-                "args_hash": canonical_hash(inp),
-                "expires_at": expires,
-            },
-        ),
-        ("parked", {"address": {"kind": "approval", "id": cid}, "reason": "awaiting_approval"}),
+    row = ApprovalRow(
+        challenge_id=cid,
+        tenant="acme",
+        thread_id=run["thread_id"],
+        branch_id=bid,
+        call_id=call_id,
+        args_hash=canonical_hash(inp),
+        expires_at=expires,
+        tool="note",
+        input=inp,
+        suggested_rules=rules if rules is not None else ["note"],
+        created_at=host.clock(),
     )
-    host.ddb.put_item(
-        TableName=host.state_table,
-        Item=approval_item(
-            challenge_id=cid,
-            tenant="acme",
-            thread_id=run["thread_id"],
-            branch_id=bid,
-            call_id=call_id,
-            args_hash=canonical_hash(inp),
-            expires_at=expires,
-            tool="note",
-            input=inp,
-            suggested_rules=rules if rules is not None else ["note"],
-            created_at=host.clock(),
-        ),
+    requested = {
+        "challenge_id": cid,
+        "call_id": call_id,
+        "args_hash": canonical_hash(inp),
+        "expires_at": expires,
+    }
+    park = {"address": {"kind": "approval", "id": cid}, "reason": "awaiting_approval"}
+    host.writer.append(
+        bid,
+        [Draft("approval_requested", requested, HOST_ACTOR), Draft("parked", park, HOST_ACTOR)],
+        companions=lambda _view, _lines: [host.stores.approvals.open(row)],
     )
     return cid
 

@@ -252,31 +252,29 @@ def test_answer_question_with_options(host):
     assert code_of(host.answer_question, ALICE, tid, "q_1", None, {"answer": "Red"}) == "no_open_question"
 
 
-def test_answer_free_text_joined_and_question_row(host):
-    from threads_aws.engine.records import question_item
+def test_answer_free_text_joined_and_question_row(host, aws):
+    from threads_aws.store.questions import QuestionRow
 
     run = start(host)
     park_on_question(host, run)
-    host.ddb.put_item(
-        TableName=host.state_table,
-        Item=question_item(
-            tenant="acme",
-            thread_id=run["thread_id"],
-            branch_id=run["branch_id"],
-            call_id="q_1",
-            input={"question": "Which color?"},
-            expires_at=host.clock() + 1000,
-            asked_by=ALICE.as_dict(),
-            created_at=host.clock(),
-        ),
+    row = QuestionRow(
+        tenant="acme",
+        thread_id=run["thread_id"],
+        branch_id=run["branch_id"],
+        call_id="q_1",
+        input={"question": "Which color?"},
+        expires_at=host.clock() + 1000,
+        asked_by=ALICE.as_dict(),
+        created_at=host.clock(),
     )
+    aws.ddb.put_item(TableName=aws.resources.state_table, Item=row.item())
     host.answer_question(ALICE, run["thread_id"], "q_1", run["branch_id"], {"answer": ["a", "b"]})
     ev = host.writer.load(run["branch_id"]).fold.events[-2]
     assert ev["data"]["preview"] == "a\nb"
-    row = host.ddb.get_item(
-        TableName=host.state_table, Key={"pk": {"S": f"Q#{run['branch_id']}"}, "sk": {"S": "q_1"}}
+    stored = aws.ddb.get_item(
+        TableName=aws.resources.state_table, Key={"pk": {"S": f"Q#{run['branch_id']}"}, "sk": {"S": "q_1"}}
     )["Item"]
-    assert row["state"]["S"] == "answered"
+    assert stored["state"]["S"] == "answered"
 
 
 def test_no_open_question(host):

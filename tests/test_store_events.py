@@ -9,7 +9,7 @@ from threads_aws.core.canonical import sha256_hex
 from threads_aws.core.errors import LogError
 from threads_aws.core.importer import import_log
 from threads_aws.core.lines import head_line
-from threads_aws.store import AlreadyExists, NotFound, StateConflict
+from threads_aws.store import AlreadyExists, NewBranch, NotFound, StateConflict
 
 TENANT = "acme"
 
@@ -18,7 +18,14 @@ def new_root(aws, chain, store=None, **kw):
     store = store or aws.events()
     c = chain()
     store.create_branch(
-        thread_id=c.thread_id, tenant=TENANT, branch_id=c.branch_id, header=c.header, create_thread=True, **kw
+        NewBranch(
+            thread_id=c.thread_id,
+            tenant=TENANT,
+            branch_id=c.branch_id,
+            header=c.header,
+            create_thread=True,
+            **kw,
+        )
     )
     return store, c
 
@@ -74,14 +81,18 @@ def test_create_append_read_export_byte_exact(aws, chain):
 def test_create_branch_twice_and_missing(aws, chain):
     store, c = new_root(aws, chain)
     with pytest.raises(AlreadyExists):
-        store.create_branch(thread_id=c.thread_id, tenant=TENANT, branch_id=c.branch_id, header=c.header)
+        store.create_branch(
+            NewBranch(thread_id=c.thread_id, tenant=TENANT, branch_id=c.branch_id, header=c.header)
+        )
     assert store.head("0190f0f0-0000-7000-8000-000000000000") is None
     with pytest.raises(NotFound):
         store.export("0190f0f0-0000-7000-8000-000000000000")
     other = chain()  # a branch in a thread that doesn't exist
     with pytest.raises(NotFound):
         store.create_branch(
-            thread_id=other.thread_id, tenant=TENANT, branch_id=other.branch_id, header=other.header
+            NewBranch(
+                thread_id=other.thread_id, tenant=TENANT, branch_id=other.branch_id, header=other.header
+            )
         )
     # nothing of the failed transaction is left behind
     assert store.head(other.branch_id) is None
@@ -296,7 +307,7 @@ def test_crash_after_first_chunk_is_invisible_and_next_writer_wins(aws, chain):
         store.append(c.branch_id, w_lines, expected_head_seq=5, epoch=1)
     assert err.value.code == "seq_conflict"
     # ...and succeeds once it expired, overwriting the staged garbage.
-    aws.clock.advance(store.stage_ttl_ms + 1)
+    aws.clock.advance(store.appender.stage_ttl_ms + 1)
     head = store.append(c.branch_id, w_lines, expected_head_seq=5, epoch=1)
     assert head.seq == 8
     expected = b"".join(x.raw + b"\n" for x in [c.header, *c.lines, *w_lines])
@@ -442,13 +453,15 @@ def test_resolved_chain_of_child_and_grandchild(aws, chain):
 
     child = root.fork(4)
     store.create_branch(
-        thread_id=root.thread_id,
-        tenant=TENANT,
-        branch_id=child.branch_id,
-        header=child.header,
-        parent_branch_id=root.branch_id,
-        fork_at_seq=4,
-        state="forking",
+        NewBranch(
+            thread_id=root.thread_id,
+            tenant=TENANT,
+            branch_id=child.branch_id,
+            header=child.header,
+            parent_branch_id=root.branch_id,
+            fork_at_seq=4,
+            state="forking",
+        )
     )
     rec = store.head(child.branch_id)
     assert (rec.head_seq, rec.head_hash, rec.state) == (4, child.header.hash, "forking")
@@ -487,13 +500,15 @@ def test_resolved_chain_of_child_and_grandchild(aws, chain):
 
     grand = child.fork(6)
     store.create_branch(
-        thread_id=root.thread_id,
-        tenant=TENANT,
-        branch_id=grand.branch_id,
-        header=grand.header,
-        parent_branch_id=child.branch_id,
-        fork_at_seq=6,
-        head_hash=child.at(6).hash,
+        NewBranch(
+            thread_id=root.thread_id,
+            tenant=TENANT,
+            branch_id=grand.branch_id,
+            header=grand.header,
+            parent_branch_id=child.branch_id,
+            fork_at_seq=6,
+            head_hash=child.at(6).hash,
+        )
     )
     store.append(grand.branch_id, grand.lines, expected_head_seq=6, epoch=1)
     g = store.resolved_chain(grand.branch_id)
@@ -512,23 +527,27 @@ def test_child_needs_parent_in_same_thread_past_fork_point(aws, chain):
     child = root.fork(5, parent_line_hash="0" * 64)  # past the parent's head
     with pytest.raises(NotFound):
         store.create_branch(
-            thread_id=root.thread_id,
-            tenant=TENANT,
-            branch_id=child.branch_id,
-            header=child.header,
-            parent_branch_id=root.branch_id,
-            fork_at_seq=5,
+            NewBranch(
+                thread_id=root.thread_id,
+                tenant=TENANT,
+                branch_id=child.branch_id,
+                header=child.header,
+                parent_branch_id=root.branch_id,
+                fork_at_seq=5,
+            )
         )
     _, other = new_root(aws, chain, store)
     stranger = chain(other.thread_id)
     with pytest.raises(NotFound):
         store.create_branch(
-            thread_id=other.thread_id,
-            tenant=TENANT,
-            branch_id=stranger.branch_id,
-            header=stranger.header,
-            parent_branch_id=root.branch_id,
-            fork_at_seq=1,
+            NewBranch(
+                thread_id=other.thread_id,
+                tenant=TENANT,
+                branch_id=stranger.branch_id,
+                header=stranger.header,
+                parent_branch_id=root.branch_id,
+                fork_at_seq=1,
+            )
         )
 
 
@@ -572,15 +591,17 @@ def test_child_head_epoch_and_discard_failed_fork(aws, chain):
     store.append(root.branch_id, root.events(3, epoch=4), expected_head_seq=0, epoch=4)
     child = root.fork(3, epoch=4)
     store.create_branch(
-        thread_id=root.thread_id,
-        tenant=TENANT,
-        branch_id=child.branch_id,
-        header=child.header,
-        parent_branch_id=root.branch_id,
-        fork_at_seq=3,
-        state="forking",
-        head_hash=root.at(3).hash,
-        head_epoch=4,
+        NewBranch(
+            thread_id=root.thread_id,
+            tenant=TENANT,
+            branch_id=child.branch_id,
+            header=child.header,
+            parent_branch_id=root.branch_id,
+            fork_at_seq=3,
+            state="forking",
+            head_hash=root.at(3).hash,
+            head_epoch=4,
+        )
     )
     assert store.head(child.branch_id).head_epoch == 4
     assert store.acquire_lease(child.branch_id, "f", ttl_ms=100, now_ms=0).epoch == 5

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from threads_aws.store import AlreadyExists, NotFound
+from threads_aws.store import AlreadyExists, NewBranch, NotFound
 
 
 def make_thread(aws, chain, tenant):
     store = aws.events()
     c = chain()
     store.create_branch(
-        thread_id=c.thread_id, tenant=tenant, branch_id=c.branch_id, header=c.header, create_thread=True
+        NewBranch(
+            thread_id=c.thread_id, tenant=tenant, branch_id=c.branch_id, header=c.header, create_thread=True
+        )
     )
     store.append(c.branch_id, c.events(3), expected_head_seq=0, epoch=1)
     return store, c
@@ -46,7 +48,12 @@ def test_tenant_isolation(aws, chain):
     intruder = chain(mine.thread_id)
     with pytest.raises(NotFound):
         aws.events().create_branch(
-            thread_id=mine.thread_id, tenant="globex", branch_id=intruder.branch_id, header=intruder.header
+            NewBranch(
+                thread_id=mine.thread_id,
+                tenant="globex",
+                branch_id=intruder.branch_id,
+                header=intruder.header,
+            )
         )
     threads, cursor = idx.list_threads("acme")
     assert [t.thread_id for t in threads] == [mine.thread_id] and cursor is None
@@ -57,13 +64,15 @@ def test_list_branches_excludes_forking(aws, chain):
     store, root = make_thread(aws, chain, "acme")
     child = root.fork(2)
     store.create_branch(
-        thread_id=root.thread_id,
-        tenant="acme",
-        branch_id=child.branch_id,
-        header=child.header,
-        parent_branch_id=root.branch_id,
-        fork_at_seq=2,
-        state="forking",
+        NewBranch(
+            thread_id=root.thread_id,
+            tenant="acme",
+            branch_id=child.branch_id,
+            header=child.header,
+            parent_branch_id=root.branch_id,
+            fork_at_seq=2,
+            state="forking",
+        )
     )
     idx = aws.index()
     assert [b.branch_id for b in idx.list_branches("acme", root.thread_id)] == [root.branch_id]
@@ -82,11 +91,19 @@ def test_create_thread_standalone_then_branch(aws, chain):
     idx.create_thread("acme", c.thread_id, c.branch_id, 5)
     with pytest.raises(AlreadyExists):
         idx.create_thread("acme", c.thread_id, c.branch_id, 5)
-    aws.events().create_branch(thread_id=c.thread_id, tenant="acme", branch_id=c.branch_id, header=c.header)
+    aws.events().create_branch(
+        NewBranch(thread_id=c.thread_id, tenant="acme", branch_id=c.branch_id, header=c.header)
+    )
     assert [b.branch_id for b in idx.list_branches("acme", c.thread_id)] == [c.branch_id]
     # the same thread id can't be created again through create_branch either
     with pytest.raises(AlreadyExists):
         d = chain(c.thread_id)
         aws.events().create_branch(
-            thread_id=c.thread_id, tenant="acme", branch_id=d.branch_id, header=d.header, create_thread=True
+            NewBranch(
+                thread_id=c.thread_id,
+                tenant="acme",
+                branch_id=d.branch_id,
+                header=d.header,
+                create_thread=True,
+            )
         )

@@ -9,6 +9,7 @@ from threads_aws.core.canonical import new_uuid7
 from threads_aws.core.errors import LogError
 from threads_aws.core.importer import import_log
 from threads_aws.core.lines import StoredLine, header_line
+from threads_aws.store import NewBranch
 from threads_aws.writer import Draft, Writer
 
 ALICE = {"issuer": "api", "subject": "alice", "tenant": "acme"}
@@ -27,7 +28,7 @@ def new_thread(aws: Any, writer: Writer) -> str:
     thread_id, branch_id = new_uuid7(), new_uuid7()
     header = StoredLine.of_header(header_line(thread_id, branch_id, 1))
     writer.store.create_branch(
-        thread_id=thread_id, tenant="acme", branch_id=branch_id, header=header, create_thread=True
+        NewBranch(thread_id=thread_id, tenant="acme", branch_id=branch_id, header=header, create_thread=True)
     )
     writer.append(branch_id, [Draft("thread_started", STARTED, {"kind": "host"})])
     return branch_id

@@ -21,8 +21,9 @@ from .core.errors import LogError
 from .core.fold import Fold
 from .core.importer import Importer
 from .core.lines import StoredLine
-from .store.events import EventStore
-from .store.records import BranchRecord, NotFound, wall_ms
+from .store.branches import BranchRecord
+from .store.protocol import EventLog
+from .store.records import Companion, NotFound, wall_ms
 
 # `critical` is pinned per type (semantics.md §1): only these three may be skipped by readers.
 NON_CRITICAL = frozenset({"log_repaired", "park_escalated", "schedule_skipped"})
@@ -76,8 +77,13 @@ class View:
         return max(self.record.lease_epoch, self.record.head_epoch, self.fold.epoch, 1)
 
 
+# The side rows of an append, from the view and the lines built (a receipt names its run's
+# user_input event_id): they commit in the same transaction (store.records.Companion).
+Companions = Callable[[View, list[StoredLine]], Sequence[Companion]]
+
+
 class Writer:
-    def __init__(self, store: EventStore, *, clock: Callable[[], int] = wall_ms) -> None:
+    def __init__(self, store: EventLog, *, clock: Callable[[], int] = wall_ms) -> None:
         self.store = store
         self.clock = clock
         self._views: OrderedDict[str, View] = OrderedDict()
@@ -169,21 +175,22 @@ class Writer:
         *,
         epoch: int | None = None,
         view: View | None = None,
-        extra_items: Callable[[View, list[StoredLine]], Sequence[dict[str, Any]]] | None = None,
+        companions: Companions | None = None,
         now: int | None = None,
     ) -> tuple[View, list[StoredLine]]:
-        """Validate and commit `drafts` as the branch's next lines. `epoch` is the caller's lease
-        epoch (a control without a lease passes None: `View.writer_epoch`). Raises the store's
-        `seq_conflict` / `stale_epoch` on a lost race (the view is dropped: re-load and
-        re-decide), or the rule's LogError when the events are not a valid next step."""
+        """Validate and commit `drafts` as the branch's next lines, with `companions`. `epoch` is
+        the caller's lease epoch (a control without a lease passes None: `View.writer_epoch`).
+        Raises the store's `seq_conflict` / `stale_epoch` on a lost race (the view is dropped:
+        re-load and re-decide), `CompanionFailed` when a side row's condition fails, or the
+        rule's LogError when the events are not a valid next step."""
         view = view or self.load(branch_id)
         expected = view.head_seq
         ep = epoch if epoch is not None else view.writer_epoch()
         try:
             lines = self.build(view, drafts, epoch=ep, now=now)
-            side = list(extra_items(view, lines)) if extra_items is not None else []
+            side = list(companions(view, lines)) if companions is not None else []
             head = self.store.append(
-                branch_id, lines, expected_head_seq=expected, epoch=ep, now_ms=now, extra_items=side
+                branch_id, lines, expected_head_seq=expected, epoch=ep, now_ms=now, companions=side
             )
         except BaseException:
             self.forget(branch_id)

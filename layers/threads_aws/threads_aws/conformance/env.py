@@ -43,9 +43,7 @@ class CaseEnv:
         if not art_dir.is_dir():
             return None
         for f in sorted(art_dir.iterdir()):
-            self.s3.put_object(
-                Bucket=self.artifacts.bucket, Key=self.artifacts.key(f.name), Body=f.read_bytes()
-            )
+            self.artifacts.seed(f.name, f.read_bytes())
 
         def verify(imported: Imported) -> None:
             from ..core.render import verify_requests

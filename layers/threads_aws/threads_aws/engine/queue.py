@@ -19,6 +19,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from ..store.run_steps import RunStepQueue
 from .step import EngineContext, advance
 
 NO_DEADLINE_MS = 900_000
@@ -31,16 +32,8 @@ class BranchBusy(Exception):
 def enqueue_step(
     sqs: Any, queue_url: str, branch_id: str, *, reason: str, head_seq: int | None = None
 ) -> None:
-    dedup = f"{branch_id}:{head_seq}:{reason}" if head_seq is not None else uuid.uuid4().hex
-    body: dict[str, Any] = {"branch_id": branch_id, "reason": reason}
-    if head_seq is not None:
-        body["head_seq"] = head_seq
-    sqs.send_message(
-        QueueUrl=queue_url,
-        MessageBody=json.dumps(body),
-        MessageGroupId=branch_id,
-        MessageDeduplicationId=dedup[:128],
-    )
+    """One "advance branch X" message (the format is `store.run_steps.RunStepQueue`'s)."""
+    RunStepQueue(sqs, queue_url).enqueue(branch_id, reason=reason, head_seq=head_seq)
 
 
 def handle_batch(event: dict[str, Any], context: Any, *, engine: EngineContext) -> dict[str, Any]:
@@ -56,8 +49,8 @@ def handle_batch(event: dict[str, Any], context: Any, *, engine: EngineContext) 
         outcome = advance(engine, branch_id, holder_id=holder, deadline_ms=engine.clock() + remaining)
         if outcome.state == "busy":
             raise BranchBusy(branch_id)
-        if outcome.state == "more" and engine.sqs is not None and engine.queue_url:
-            enqueue_step(engine.sqs, engine.queue_url, branch_id, reason="more")
+        if outcome.state == "more" and engine.steps is not None:
+            engine.steps.enqueue(branch_id, reason="more")
         return outcome.state
 
     # Report every failure as a partial failure (never raise): Lambda redelivers just those.

@@ -23,7 +23,6 @@ result) the same facts are re-appended on the new head ("sticky"), because they 
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,11 +33,11 @@ from ..core.canonical import canonical_bytes, canonical_hash, new_uuid7
 from ..core.errors import LogError
 from ..core.fold import Call, Fold
 from ..core.lines import StoredLine
-from ..store.artifacts import ArtifactStore
-from ..store.events import EventStore
-from ..store.records import Lease, wall_ms
-from ..writer import Draft, View, Writer
-from . import records
+from ..store.approvals import ApprovalRow
+from ..store.protocol import Artifacts, EventLog, StepQueue, Stores
+from ..store.questions import QuestionRow
+from ..store.records import Companion, Lease, wall_ms
+from ..writer import Companions, Draft, View, Writer
 from .models import ModelAdapter, ModelError, adapter_for
 from .permissions import Decision, PermissionEngine, category_of, suggested_rules
 from .tools import BUILTIN_EXECUTORS, Executor, ToolContext, ToolOutput, ToolUncertain
@@ -117,12 +116,12 @@ class _BranchCache:
 
 @dataclass
 class EngineContext:
+    """What a step runs on (built by `services.Services.engine`): the writer, the stores, the
+    run-step queue (to re-enqueue a step that runs out of time), the deployed agents."""
+
     writer: Writer
-    artifacts: ArtifactStore
-    ddb: Any
-    state_table: str
-    sqs: Any = None
-    queue_url: str | None = None
+    stores: Stores
+    steps: StepQueue | None = None
     agents: dict[str, Any] | None = None
     models: ModelResolver = adapter_for
     clock: Callable[[], int] = wall_ms
@@ -132,32 +131,19 @@ class EngineContext:
     _caches: OrderedDict[str, _BranchCache] = field(default_factory=OrderedDict)
 
     @property
-    def store(self) -> EventStore:
+    def store(self) -> EventLog:
         return self.writer.store
+
+    @property
+    def artifacts(self) -> Artifacts:
+        return self.stores.artifacts
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, session: Any = None) -> EngineContext:
-        """Built once per container: clients, stores and the writer (its view cache lives as
-        long as the container)."""
-        import boto3
+        """This container's engine (`services.Services.from_env().engine()`)."""
+        from ..services import Services
 
-        from ..agents import load_agents
-        from ..store.names import ResourceNames
-
-        res = ResourceNames.from_env(os.environ if environ is None else environ)
-        session = session or boto3.session.Session()
-        ddb, s3, sqs = session.client("dynamodb"), session.client("s3"), session.client("sqs")
-        artifacts = ArtifactStore(s3, res.bucket)
-        store = EventStore(ddb, res.events_table, res.state_table, artifacts)
-        return cls(
-            writer=Writer(store),
-            artifacts=artifacts,
-            ddb=ddb,
-            state_table=res.state_table,
-            sqs=sqs,
-            queue_url=res.run_step_queue_url,
-            agents=load_agents(),
-        )
+        return Services.from_env(environ, session=session).engine()
 
     def cache(self, view: View) -> _BranchCache:
         c = self._caches.pop(view.branch_id, None)
@@ -276,10 +262,10 @@ class _Step:
         self,
         view: View,
         drafts: Sequence[Draft],
-        extra: Callable[[View, list[StoredLine]], Sequence[dict[str, Any]]] | None = None,
+        companions: Companions | None = None,
     ) -> list[StoredLine]:
         _, lines = self.ctx.writer.append(
-            self.branch_id, drafts, epoch=self.lease.epoch, view=view, extra_items=extra
+            self.branch_id, drafts, epoch=self.lease.epoch, view=view, companions=companions
         )
         self.appended += len(lines)
         return lines
@@ -475,7 +461,7 @@ class _Step:
             "reason": "awaiting_approval",
         }
         rec = view.record
-        item = records.approval_item(
+        row = ApprovalRow(
             challenge_id=challenge_id,
             tenant=rec.tenant,
             thread_id=rec.thread_id,
@@ -488,7 +474,7 @@ class _Step:
             suggested_rules=suggested_rules(call.name, call.input),
             created_at=now,
         )
-        extra = [records.put_new(self.ctx.state_table, item)]
+        extra = [self.ctx.stores.approvals.open(row)]
         self.append(
             view, [Draft("approval_requested", req, HOST), Draft("parked", park, HOST)], lambda v, ls: extra
         )
@@ -499,7 +485,7 @@ class _Step:
         expires = now + QUESTION_TTL_MS
         opener = _scan_turn(view.fold).opener
         rec = view.record
-        item = records.question_item(
+        row = QuestionRow(
             tenant=rec.tenant,
             thread_id=rec.thread_id,
             branch_id=self.branch_id,
@@ -514,7 +500,7 @@ class _Step:
             "expires_at": expires,
             "reason": "awaiting_input",
         }
-        extra = [records.put_new(self.ctx.state_table, item)]
+        extra: list[Companion] = [self.ctx.stores.questions.open(row)]
         self.append(view, [Draft("parked", park, HOST)], lambda v, ls: extra)
         return None
 
@@ -589,8 +575,7 @@ class _Step:
             effect_key=None if readonly else call.effect_key,
             attempt=attempt,
             clock=self.ctx.clock,
-            ddb=self.ctx.ddb,
-            state_table=self.ctx.state_table,
+            stores=self.ctx.stores,
         )
         if readonly:
             out = _run(executor, call.input, tc)

@@ -3,10 +3,9 @@
 - `time` (read_only): the injected clock as ISO 8601 UTC.
 - `todo_write` (read_only): echoes the list; the worker also appends `todos_updated`.
 - `ask_user`: never executes; the worker parks `awaiting_input`.
-- `note` (idempotent, effectful): stores the note in the StateTable under
-  ``NOTE#<tenant>`` / ``<effect key>`` with a conditional put. The effect key is the idempotency
-  key: a re-dispatch (same key, attempt+1) finds the stored note and returns the same result, so
-  a note is never stored twice.
+- `note` (idempotent, effectful): stores the note (`store.notes`) keyed by its effect key, the
+  idempotency key: a re-dispatch (same key, attempt+1) finds the stored note and returns the
+  same result, so a note is never stored twice.
 
 An executor raises `ToolUncertain` when it cannot know whether its effect happened (timeout,
 transport error after sending): the worker records `effect_unknown` and parks, never an error
@@ -20,7 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
+from ..store.notes import Note
+from ..store.protocol import Stores
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,7 @@ class ToolContext:
     effect_key: str | None  # None for read_only tools
     attempt: int
     clock: Callable[[], int]
-    ddb: Any
-    state_table: str
+    stores: Stores
 
 
 Executor = Callable[[dict[str, Any], ToolContext], ToolOutput]
@@ -63,43 +62,21 @@ def run_todo_write(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
     return ToolOutput(f"todo list updated ({len(todos)} items)")
 
 
-def note_key(tenant: str, effect_key: str) -> dict[str, Any]:
-    return {"pk": {"S": f"NOTE#{tenant}"}, "sk": {"S": effect_key}}
-
-
 def run_note(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
-    """Conditional put keyed by the effect key. `n` is the tenant's note count at store time
-    (a display number: two concurrent first notes may share one)."""
     assert tc.effect_key is not None
-    key = note_key(tc.tenant, tc.effect_key)
-    existing = tc.ddb.get_item(TableName=tc.state_table, Key=key, ConsistentRead=True).get("Item")
-    if existing is not None:
-        return ToolOutput(f"stored note {existing['n']['N']}")
-    count = tc.ddb.query(
-        TableName=tc.state_table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": key["pk"]},
-        Select="COUNT",
-        ConsistentRead=True,
-    )["Count"]
-    n = count + 1
-    item = {
-        **key,
-        "kind": {"S": "note"},
-        "n": {"N": str(n)},
-        "text": {"S": str(args.get("text", ""))},
-        "thread_id": {"S": tc.thread_id},
-        "branch_id": {"S": tc.branch_id},
-        "call_id": {"S": tc.call_id},
-        "created_at": {"N": str(tc.clock())},
-    }
+    note = Note(
+        tenant=tc.tenant,
+        effect_key=tc.effect_key,
+        text=str(args.get("text", "")),
+        thread_id=tc.thread_id,
+        branch_id=tc.branch_id,
+        call_id=tc.call_id,
+        created_at=tc.clock(),
+    )
     try:
-        tc.ddb.put_item(TableName=tc.state_table, Item=item, ConditionExpression="attribute_not_exists(pk)")
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-            raise ToolUncertain("transport_error") from exc
-        got = tc.ddb.get_item(TableName=tc.state_table, Key=key, ConsistentRead=True)["Item"]
-        n = int(got["n"]["N"])
+        n = tc.stores.notes.store(note)
+    except Exception as exc:  # the put may or may not have landed
+        raise ToolUncertain("transport_error") from exc
     return ToolOutput(f"stored note {n}")
 
 

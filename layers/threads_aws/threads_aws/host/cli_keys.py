@@ -20,9 +20,10 @@ def _keys() -> Any:
         raise CliError("keys need the store: set STATE_TABLE")
     import boto3
 
+    from ..store.api_keys import ApiKeyRows
     from .keys import ApiKeys
 
-    return ApiKeys(boto3.session.Session().client("dynamodb"), table)
+    return ApiKeys(ApiKeyRows(boto3.session.Session().client("dynamodb"), table))
 
 
 def cmd_create(args: argparse.Namespace) -> int:

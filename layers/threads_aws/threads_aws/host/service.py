@@ -21,14 +21,15 @@ from ..core.canonical import canonical_hash, new_uuid7
 from ..core.errors import LogError
 from ..core.importer import Importer
 from ..core.lines import StoredLine, header_line
-from ..store.artifacts import ArtifactStore
-from ..store.index import ThreadIndex
-from ..store.records import BranchRecord, SideConditionFailed, ThreadRecord, wall_ms
+from ..store.approvals import ApprovalRow
+from ..store.branches import BranchRecord, NewBranch
+from ..store.index import ThreadRecord
+from ..store.protocol import StepQueue, Stores
+from ..store.receipts import Receipt
+from ..store.records import Companion, CompanionFailed, wall_ms
 from ..writer import Draft, View, Writer
-from . import rows
 from .errors import ApiError, invalid, not_found
 from .principal import Principal
-from .wake import enqueue_step
 
 log = logging.getLogger("threads_aws.host")
 
@@ -54,31 +55,22 @@ HOST = {"kind": "host"}
 class Host:
     def __init__(
         self,
+        stores: Stores,
         writer: Writer,
-        artifacts: ArtifactStore | None,
-        index: ThreadIndex,
-        ddb: Any,
-        state_table: str,
-        sqs: Any,
-        queue_url: str,
+        steps: StepQueue | None,
         agents: Mapping[str, Agent],
         clock: Callable[[], int] = wall_ms,
         *,
         sandbox: Any = None,
-        ledger: Any = None,
     ) -> None:
+        self.stores = stores
         self.writer = writer
         self.store = writer.store
-        self.artifacts = artifacts
-        self.index = index
-        self.ddb = ddb
-        self.state_table = state_table
-        self.sqs = sqs
-        self.queue_url = queue_url
+        self.index = stores.threads
+        self.steps = steps
         self.agents = agents
         self.clock = clock
-        self.sandbox = sandbox  # a forking.SandboxProvider; none in this deployment
-        self.ledger = ledger
+        self.sandbox = sandbox  # a sandbox.fork.SandboxProvider; none in this deployment
         # Views are cached and advanced in place by the Writer: one load-decide-commit at a time
         # per process (a Lambda container runs one request anyway; the local gateway threads).
         self._lock = threading.RLock()
@@ -105,8 +97,10 @@ class Host:
             return self.writer.load(rec.branch_id, record=rec)
 
     def _wake(self, branch_id: str, reason: str) -> None:
+        if self.steps is None:
+            return
         try:
-            enqueue_step(self.sqs, self.queue_url, branch_id, reason=reason)
+            self.steps.enqueue(branch_id, reason=reason)
         except Exception:  # noqa: BLE001 - the append is durable; a later wake or replay recovers
             log.exception("could not enqueue a run step for branch %s", branch_id)
 
@@ -115,16 +109,16 @@ class Host:
         self,
         view: View,
         makers: Sequence[Maker],
-        extra: Callable[[list[StoredLine]], Sequence[dict[str, Any]]] | None = None,
+        companions: Callable[[list[StoredLine]], Sequence[Companion]] | None = None,
     ) -> list[StoredLine]:
-        """Commit `makers` (each sees the lines built before it) with `extra` side items in one
+        """Commit `makers` (each sees the lines built before it) with `companions` in one
         fenced transaction under the view's writer epoch."""
         _, lines = self.writer.append(
             view.branch_id,
             makers,
             view=view,
             now=self.clock(),
-            extra_items=(lambda _view, built: extra(built)) if extra is not None else None,
+            companions=(lambda _view, built: companions(built)) if companions is not None else None,
         )
         return lines
 
@@ -176,7 +170,7 @@ class Host:
                     accepted = self._continue(principal, agent, body, user_input, idempotency_key, body_hash)
                 else:
                     accepted = self._new_thread(principal, agent, user_input, idempotency_key, body_hash)
-            except SideConditionFailed:
+            except CompanionFailed:
                 # Another request with this key won the receipt: answer as its replay.
                 replay = self._replay(principal, idempotency_key, body_hash)
                 if replay is None:  # pragma: no cover - the receipt is never deleted
@@ -193,13 +187,9 @@ class Host:
         raise ApiError("branch_busy", "the branch kept moving; retry")
 
     def _replay(self, principal: Principal, key: str, body_hash: str) -> dict[str, str] | None:
-        out = self.ddb.get_item(
-            TableName=self.state_table, Key=rows.receipt_key(principal.tenant, key), ConsistentRead=True
-        )
-        item = out.get("Item")
-        if item is None:
+        receipt = self.stores.receipts.get(principal.tenant, key)
+        if receipt is None:
             return None
-        receipt = rows.Receipt.from_item(item)
         # The principal first: another principal of the tenant never learns about the body.
         if receipt.principal_key != principal.key:
             raise ApiError(
@@ -213,12 +203,12 @@ class Host:
 
     def _receipt_items(
         self, principal: Principal, key: str, body_hash: str, thread_id: str, branch_id: str
-    ) -> Callable[[list[StoredLine]], list[dict[str, Any]]]:
-        def items(lines: list[StoredLine]) -> list[dict[str, Any]]:
+    ) -> Callable[[list[StoredLine]], list[Companion]]:
+        def items(lines: list[StoredLine]) -> list[Companion]:
             run_id = lines[-1].event_id
             assert run_id is not None
-            receipt = rows.Receipt(principal.key, body_hash, thread_id, branch_id, run_id)
-            return [rows.receipt_put(self.state_table, principal.tenant, key, receipt, self.clock())]
+            receipt = Receipt(principal.key, body_hash, thread_id, branch_id, run_id)
+            return [self.stores.receipts.companion(principal.tenant, key, receipt, self.clock())]
 
         return items
 
@@ -252,14 +242,15 @@ class Host:
         lines = self.writer.build(view, drafts, epoch=1, now=now)
         extra = self._receipt_items(principal, key, body_hash, thread_id, branch_id)(lines)
         self.store.create_branch(
-            thread_id=thread_id,
-            tenant=principal.tenant,
-            branch_id=branch_id,
-            header=header,
-            create_thread=True,
-            now_ms=now,
-            lines=lines,
-            extra_items=extra,
+            NewBranch(
+                thread_id=thread_id,
+                tenant=principal.tenant,
+                branch_id=branch_id,
+                header=header,
+                create_thread=True,
+                lines=lines,
+                companions=extra,
+            )
         )
         run_id = lines[-1].event_id
         assert run_id is not None
@@ -349,7 +340,7 @@ class Host:
             raise LogError("no_snapshot_boundary", ev["seq"], "not a quiescent snapshot")
         if snap[1] is not None and snap[1] <= now:
             raise LogError("snapshot_expired", ev["seq"], "the snapshot has expired")
-        if self.sandbox is None or self.ledger is None:
+        if self.sandbox is None:
             raise ApiError("sandbox_required", "this host has no sandbox provider to restore the snapshot")
         if body.get("mode") == "stub":
             raise invalid("stub forks are not supported by this host")
@@ -357,7 +348,7 @@ class Host:
 
         result = fork(
             self.store,
-            self.ledger,
+            self.stores.resources,
             self.sandbox,
             tenant=principal.tenant,
             branch_id=rec.branch_id,
@@ -385,7 +376,7 @@ class Host:
             ]
         out = []
         for cid, ch, call in open_:
-            row = self._approval_row(cid)
+            row = self.stores.approvals.get(cid)
             out.append(
                 {
                     "challenge_id": cid,
@@ -400,13 +391,6 @@ class Host:
         return out
 
     # ================================================================ controls
-    def _approval_row(self, challenge_id: str) -> rows.ApprovalRow | None:
-        out = self.ddb.get_item(
-            TableName=self.state_table, Key=rows.approval_key(challenge_id), ConsistentRead=True
-        )
-        item = out.get("Item")
-        return rows.ApprovalRow.from_item(item) if item else None
-
     def _require_authority(self, principal: Principal, view: View) -> None:
         if not self._has_authority(principal, view):
             raise ApiError("forbidden", "no approval authority under the root run's approver set")
@@ -442,7 +426,7 @@ class Host:
         self, principal: Principal, thread_id: str, challenge_id: str, body: dict[str, Any]
     ) -> dict[str, str]:
         self._thread(principal, thread_id)
-        row = self._approval_row(challenge_id)
+        row = self.stores.approvals.get(challenge_id)
         if row is None or row.tenant != principal.tenant or row.thread_id != thread_id:
             raise not_found(f"challenge {challenge_id} not found")
         rec = self._branch(principal, thread_id, row.branch_id)
@@ -499,12 +483,10 @@ class Host:
                 return self._commit(
                     view,
                     makers,
-                    lambda _: [
-                        rows.approval_consume(self.state_table, challenge_id, state, principal.key, now)
-                    ],
+                    lambda _: [self.stores.approvals.consume(challenge_id, state, principal.key, now)],
                 )
-            except SideConditionFailed as exc:
-                old = rows.ApprovalRow.from_item(exc.item) if exc.item else self._approval_row(challenge_id)
+            except CompanionFailed as exc:
+                old = ApprovalRow.from_item(exc.item) if exc.item else self.stores.approvals.get(challenge_id)
                 if old is not None and old.state == "expired":
                     raise ApiError("approval_expired", "this challenge expired") from None
                 raise ApiError("approval_duplicate", "this challenge was already answered") from None
@@ -533,9 +515,7 @@ class Host:
             if opener is None or not principal.same(opener["actor"].get("principal")):
                 raise ApiError("forbidden", "only the principal who opened the turn may answer")
             text = _answer_text(fold.calls[call_id].input, body["answer"])
-            question = self.ddb.get_item(
-                TableName=self.state_table, Key=rows.question_key(rec.branch_id, call_id), ConsistentRead=True
-            ).get("Item")
+            question = self.stores.questions.get(rec.branch_id, call_id)
             result = {
                 "call_id": call_id,
                 "completeness": "complete",
@@ -554,14 +534,14 @@ class Host:
                     ),
                 ],
                 # The questions row moves to answered in the transaction of the settling result.
-                (lambda _: [rows.question_answered(self.state_table, rec.branch_id, call_id, self.clock())])
+                (lambda _: [self.stores.questions.answered(rec.branch_id, call_id, self.clock())])
                 if question is not None
                 else None,
             )
 
         try:
             lines = self._control(rec, decide)
-        except SideConditionFailed:
+        except CompanionFailed:
             raise ApiError("no_open_question", f"question {call_id} was answered meanwhile") from None
         self._wake(rec.branch_id, "answer")
         return self._appended(lines)

@@ -172,7 +172,9 @@ class DevServer:
         import boto3
 
         ddb = boto3.Session(region_name=REGION).client("dynamodb")
-        minted = ApiKeys(ddb, self.resources.state_table).create("local", "alice", "api")
+        from ..store.api_keys import ApiKeyRows
+
+        minted = ApiKeys(ApiKeyRows(ddb, self.resources.state_table)).create("local", "alice", "api")
         return minted.token, "API key of tenant local, subject alice (in memory: gone when this stops)"
 
     def banner(self) -> list[str]:

@@ -14,7 +14,9 @@ from ..core.canonical import canonical_hash, new_uuid7
 from ..core.errors import LogError
 from ..core.fork_points import child_lines, fork_point
 from ..core.importer import import_log
-from ..store.resources import ResourceLedger
+from ..store.branches import NewBranch
+from ..store.protocol import EventLog
+from ..store.protocol import ResourceStore as ResourceLedger
 
 
 class ResponseLost(Exception):
@@ -55,7 +57,7 @@ class Crash(Exception):
 
 
 def fork(
-    store: Any,
+    store: EventLog,
     ledger: ResourceLedger,
     sandbox: SandboxProvider,
     *,
@@ -86,15 +88,17 @@ def fork(
     )
     chain_epoch = max(ev["epoch"] for ev in fold.events if ev["seq"] <= point.seq)
     store.create_branch(
-        thread_id=thread_id,
-        tenant=tenant,
-        branch_id=child_id,
-        header=header,
-        parent_branch_id=branch_id,
-        fork_at_seq=point.seq,
-        state="forking",
-        head_hash=point.line_hash,
-        head_epoch=chain_epoch,
+        NewBranch(
+            thread_id=thread_id,
+            tenant=tenant,
+            branch_id=child_id,
+            header=header,
+            parent_branch_id=branch_id,
+            fork_at_seq=point.seq,
+            state="forking",
+            head_hash=point.line_hash,
+            head_epoch=chain_epoch,
+        )
     )
     row = ledger.open(tenant=tenant, owner_branch_id=child_id, provider=sandbox.name, kind="sandbox", now=now)
     snapshot = point.event["data"]
@@ -139,7 +143,7 @@ def fork(
     import_log(_chain_through(parent, point.seq) + header.raw + b"\n" + fork_line.raw + b"\n", now=now)
     store.append(child_id, [fork_line], expected_head_seq=point.seq, epoch=lease.epoch)
     store.set_state(child_id, "ready")
-    store.release_lease(child_id, lease)
+    store.release(child_id, lease)
     revision = snapshot.get("knowledge_revision") if knowledge_policy == "pinned" else None
     assert fork_line.event is not None
     return ForkResult(thread_id, child_id, point.seq, fork_line.event, revision)
@@ -163,7 +167,7 @@ def _release(ledger: ResourceLedger, sandbox: SandboxProvider, row: Any, sandbox
     ledger.move(row, "released")
 
 
-def recover_fork(store: Any, ledger: ResourceLedger, sandbox: SandboxProvider, child_id: str) -> None:
+def recover_fork(store: EventLog, ledger: ResourceLedger, sandbox: SandboxProvider, child_id: str) -> None:
     """A child still `forking` after a crash is never resumed: mark it `fork_failed` and
     release every ledger row it wrote."""
     record = store.head(child_id)

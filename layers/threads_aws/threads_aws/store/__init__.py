@@ -1,20 +1,31 @@
-"""Durable stores on AWS: the event log and leases (DynamoDB), artifacts (S3), the thread index,
-and the names of the deployed resources."""
+"""Persistence: the only code that calls DynamoDB, S3 or SQS client methods. One module per row
+kind, each spelling its keys once:
+
+- `lines` (EventsTable items, spills), `branches` (head records, `NewBranch`), `append` (the
+  fenced append), `leases`, `events` (`EventStore`: one object over those four);
+- `index` (thread META + branch membership), `receipts` (run receipts), `approvals`,
+  `questions`, `notes`, `api_keys`, `resources` (the cleanup ledger);
+- `artifacts` (S3, content-addressed), `run_steps` (the run-step SQS queue);
+- `dynamo` (encoders, expressions, lazy clients, the tagged transaction runner), `records`
+  (value types, errors, `Companion`), `protocol` (the typed seam and the `Stores` bundle),
+  `aws` (builds every store), `names` (the deployed resource names), `ingest` (a verified export
+  into the store).
+"""
 
 from .artifacts import ArtifactStore
+from .branches import BRANCH_STATES, BranchRecord, NewBranch
 from .events import EventStore
-from .index import ThreadIndex
+from .index import ThreadIndex, ThreadRecord
 from .names import ResourceNames
 from .records import (
-    BRANCH_STATES,
     AlreadyExists,
-    BranchRecord,
+    Companion,
+    CompanionFailed,
     Head,
     Lease,
     NotFound,
     StateConflict,
     StoreError,
-    ThreadRecord,
 )
 
 __all__ = [
@@ -22,9 +33,12 @@ __all__ = [
     "AlreadyExists",
     "ArtifactStore",
     "BranchRecord",
+    "Companion",
+    "CompanionFailed",
     "EventStore",
     "Head",
     "Lease",
+    "NewBranch",
     "NotFound",
     "ResourceNames",
     "StateConflict",

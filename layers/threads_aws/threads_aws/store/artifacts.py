@@ -75,6 +75,11 @@ class ArtifactStore:
             self.s3.put_object(**kwargs)
         return ref
 
+    def seed(self, name: str, data: bytes) -> None:
+        """Store `data` under the key of `name` as given, unverified: fixtures (conformance cases)
+        that ship artifacts, some deliberately corrupt, so reads must catch them."""
+        self.s3.put_object(Bucket=self.bucket, Key=self.key(name), Body=data)
+
     def get(self, sha256: str, length: int | None = None) -> bytes:
         """The artifact's bytes, verified: absent → artifact_missing, altered → artifact_corrupt."""
         key = self.key(sha256)

@@ -1,4 +1,11 @@
-"""The thread index in the StateTable (key layout in records.py).
+"""The thread index in the StateTable.
+
+Items (pk, sk):
+- ``THREAD#<thread_id>`` / ``META``: the thread (ThreadRecord); gsi1 = ``TENANT#<tenant>`` /
+  ``<created_at:016d>#<thread_id>`` lists a tenant's threads.
+- ``THREAD#<thread_id>`` / ``BRANCH#<branch_id>``: membership of a branch in its thread.
+
+Both are written in the transaction that creates a branch (`store.branches`).
 
 Tenant isolation: every lookup takes the caller's tenant, and a thread or branch of another
 tenant reads as absent (None / []), exactly like a missing one, so its existence doesn't leak.
@@ -6,48 +13,121 @@ tenant reads as absent (None / []), exactly like a missing one, so its existence
 
 from __future__ import annotations
 
-import time
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from .records import (
-    AlreadyExists,
-    BranchRecord,
-    ThreadRecord,
-    branch_key,
-    tenant_gsi_pk,
-    thread_key,
-    thread_meta_item,
-)
+from .dynamo import Expr, S, condition_failed
+from .records import AlreadyExists, Item
+
+if TYPE_CHECKING:
+    from .branches import Branches, BranchRecord
+
+THREAD_PREFIX = "THREAD#"
+MEMBER_PREFIX = "BRANCH#"
+
+
+def thread_key(thread_id: str) -> Item:
+    return {"pk": S(THREAD_PREFIX + thread_id), "sk": S("META")}
+
+
+def membership_key(thread_id: str, branch_id: str) -> Item:
+    return {"pk": S(THREAD_PREFIX + thread_id), "sk": S(MEMBER_PREFIX + branch_id)}
+
+
+def tenant_gsi_pk(tenant: str) -> str:
+    return f"TENANT#{tenant}"
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadRecord:
+    thread_id: str
+    tenant: str
+    main_branch_id: str
+    created_at: int
+
+    @classmethod
+    def from_item(cls, item: Item) -> ThreadRecord:
+        return cls(
+            thread_id=item["thread_id"]["S"],
+            tenant=item["tenant"]["S"],
+            main_branch_id=item["main_branch_id"]["S"],
+            created_at=int(item["created_at"]["N"]),
+        )
+
+
+def thread_item(tenant: str, thread_id: str, main_branch_id: str, created_at: int) -> Item:
+    return {
+        **thread_key(thread_id),
+        "kind": S("thread"),
+        "thread_id": S(thread_id),
+        "tenant": S(tenant),
+        "main_branch_id": S(main_branch_id),
+        "created_at": {"N": str(created_at)},
+        "gsi1pk": S(tenant_gsi_pk(tenant)),
+        "gsi1sk": S(f"{created_at:016d}#{thread_id}"),
+    }
+
+
+def thread_put(table: str, tenant: str, thread_id: str, main_branch_id: str, created_at: int) -> Item:
+    """The TransactItem creating a thread's META item (fails if the thread id is taken)."""
+    item = thread_item(tenant, thread_id, main_branch_id, created_at)
+    return {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+
+
+def thread_check(table: str, tenant: str, thread_id: str) -> Item:
+    """The TransactItem requiring the thread to exist under `tenant`."""
+    e = Expr()
+    cond = f"attribute_exists(pk) AND {e.n('tenant')} = {e.v(S(tenant))}"
+    return {
+        "ConditionCheck": e.apply(
+            {"TableName": table, "Key": thread_key(thread_id), "ConditionExpression": cond}
+        )
+    }
+
+
+def membership_put(table: str, tenant: str, thread_id: str, branch_id: str, created_at: int) -> Item:
+    item = {
+        **membership_key(thread_id, branch_id),
+        "kind": S("thread_branch"),
+        "thread_id": S(thread_id),
+        "branch_id": S(branch_id),
+        "tenant": S(tenant),
+        "created_at": {"N": str(created_at)},
+    }
+    return {"Put": {"TableName": table, "Item": item}}
+
+
+def membership_delete(table: str, thread_id: str, branch_id: str) -> Item:
+    return {"Delete": {"TableName": table, "Key": membership_key(thread_id, branch_id)}}
 
 
 class ThreadIndex:
-    def __init__(self, ddb: Any, state_table: str) -> None:
+    def __init__(self, ddb: Any, state_table: str, branches: Branches) -> None:
         self.ddb = ddb
-        self.state_table = state_table
+        self.table = state_table
+        self.branches = branches
 
     def create_thread(
         self, tenant: str, thread_id: str, main_branch_id: str, created_at: int
     ) -> ThreadRecord:
         """Create the thread's META item (AlreadyExists if the thread id is taken).
 
-        ``EventStore.create_branch(..., create_thread=True)`` does this in the same transaction as
-        the main branch; use this alone only when the branch is created afterwards.
+        A branch created with ``NewBranch(create_thread=True)`` does this in the same transaction;
+        use this alone only when the branch is created afterwards.
         """
-        item = thread_meta_item(tenant, thread_id, main_branch_id, created_at)
+        put = thread_put(self.table, tenant, thread_id, main_branch_id, created_at)["Put"]
         try:
-            self.ddb.put_item(
-                TableName=self.state_table, Item=item, ConditionExpression="attribute_not_exists(pk)"
-            )
+            self.ddb.put_item(**put)
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+            if condition_failed(exc):
                 raise AlreadyExists(f"thread {thread_id} exists") from exc
             raise
-        return ThreadRecord.from_item(item)
+        return ThreadRecord.from_item(put["Item"])
 
     def get_thread(self, tenant: str, thread_id: str) -> ThreadRecord | None:
-        out = self.ddb.get_item(TableName=self.state_table, Key=thread_key(thread_id), ConsistentRead=True)
+        out = self.ddb.get_item(TableName=self.table, Key=thread_key(thread_id), ConsistentRead=True)
         item = out.get("Item")
         if not item or item.get("tenant", {}).get("S") != tenant:
             return None
@@ -58,15 +138,15 @@ class ThreadIndex:
     ) -> tuple[list[ThreadRecord], str | None]:
         """A tenant's threads, oldest first (gsi1, eventually consistent). Returns (page, cursor)."""
         kwargs: dict[str, Any] = {
-            "TableName": self.state_table,
+            "TableName": self.table,
             "IndexName": "gsi1",
             "KeyConditionExpression": "gsi1pk = :p",
-            "ExpressionAttributeValues": {":p": {"S": tenant_gsi_pk(tenant)}},
+            "ExpressionAttributeValues": {":p": S(tenant_gsi_pk(tenant))},
             "Limit": limit,
         }
         if after:
             kwargs["KeyConditionExpression"] += " AND gsi1sk > :a"
-            kwargs["ExpressionAttributeValues"][":a"] = {"S": after}
+            kwargs["ExpressionAttributeValues"][":a"] = S(after)
         out = self.ddb.query(**kwargs)
         items = out.get("Items", [])
         cursor = items[-1]["gsi1sk"]["S"] if out.get("LastEvaluatedKey") and items else None
@@ -78,9 +158,9 @@ class ThreadIndex:
             return []
         ids: list[str] = []
         kwargs: dict[str, Any] = {
-            "TableName": self.state_table,
+            "TableName": self.table,
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :b)",
-            "ExpressionAttributeValues": {":p": {"S": f"THREAD#{thread_id}"}, ":b": {"S": "BRANCH#"}},
+            "ExpressionAttributeValues": {":p": S(THREAD_PREFIX + thread_id), ":b": S(MEMBER_PREFIX)},
             "ConsistentRead": True,
         }
         while True:
@@ -89,33 +169,15 @@ class ThreadIndex:
             if not out.get("LastEvaluatedKey"):
                 break
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
-        records = [r for r in self._heads(ids) if r.tenant == tenant and r.thread_id == thread_id]
+        records = [r for r in self.branches.heads(ids) if r.tenant == tenant and r.thread_id == thread_id]
         records = [r for r in records if r.state != "forking"]
         records.sort(key=lambda r: (r.created_at, r.branch_id))
         return records
 
-    def branch_of(self, tenant: str, thread_id: str, branch_id: str) -> BranchRecord | None:
-        """The branch if it belongs to this tenant's thread (any state, `forking` included)."""
-        out = self.ddb.get_item(TableName=self.state_table, Key=branch_key(branch_id), ConsistentRead=True)
-        item = out.get("Item")
-        if not item:
-            return None
-        rec = BranchRecord.from_item(item)
-        if rec.tenant != tenant or rec.thread_id != thread_id:
+    def branch_of(self, tenant: str, thread_id: str | None, branch_id: str) -> BranchRecord | None:
+        """The branch if it belongs to this tenant (and to `thread_id`, when given); any state,
+        `forking` included."""
+        rec = self.branches.head(branch_id)
+        if rec is None or rec.tenant != tenant or (thread_id is not None and rec.thread_id != thread_id):
             return None
         return rec
-
-    def _heads(self, branch_ids: list[str]) -> list[BranchRecord]:
-        out: list[BranchRecord] = []
-        for i in range(0, len(branch_ids), 100):
-            keys = [branch_key(b) for b in branch_ids[i : i + 100]]
-            request: dict[str, Any] = {self.state_table: {"Keys": keys, "ConsistentRead": True}}
-            while request:
-                resp = self.ddb.batch_get_item(RequestItems=request)
-                out.extend(
-                    BranchRecord.from_item(it) for it in resp.get("Responses", {}).get(self.state_table, [])
-                )
-                request = resp.get("UnprocessedKeys") or {}
-                if request:
-                    time.sleep(0.05)
-        return out

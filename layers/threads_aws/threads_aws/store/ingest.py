@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from ..core.canonical import canonical_bytes
 from ..core.errors import LogError
 from ..core.importer import Imported
-from .artifacts import ArtifactStore
-from .events import EventStore
+from .branches import NewBranch
+from .protocol import Artifacts, EventLog
 from .records import StoreError
 
 
@@ -35,7 +35,7 @@ class TenantMismatch(StoreError):
 
 
 def import_into_store(
-    events: EventStore, artifacts: ArtifactStore | None, imp: Imported, *, tenant: str, now: int
+    events: EventLog, artifacts: Artifacts | None, imp: Imported, *, tenant: str, now: int
 ) -> ImportReport:
     created = appended = 0
     last = len(imp.segments) - 1
@@ -43,21 +43,23 @@ def import_into_store(
         rec = events.head(seg.branch_id)
         unverified = i == last and not imp.head_verified
         if rec is None:
+            child = seg.parent_branch_id is not None
             rec = events.create_branch(
-                thread_id=seg.thread_id,
-                tenant=tenant,
-                branch_id=seg.branch_id,
-                header=seg.header,
-                parent_branch_id=seg.parent_branch_id,
-                fork_at_seq=seg.fork_at_seq,
-                state="inspection_only" if unverified else "ready",
-                writer_impl=seg.writer.get("impl", "threads-aws"),
-                head_verified=not unverified,
-                # a child's head starts at the parent's line at fork_at_seq (= fork.at_hash)
-                head_hash=imp.segments[i - 1].last.hash if seg.parent_branch_id is not None else None,
-                head_epoch=imp.segments[i - 1].last.epoch if seg.parent_branch_id is not None else 0,
-                create_thread=seg.parent_branch_id is None,
-                now_ms=now,
+                NewBranch(
+                    thread_id=seg.thread_id,
+                    tenant=tenant,
+                    branch_id=seg.branch_id,
+                    header=seg.header,
+                    parent_branch_id=seg.parent_branch_id,
+                    fork_at_seq=seg.fork_at_seq,
+                    state="inspection_only" if unverified else "ready",
+                    writer_impl=seg.writer.get("impl", "threads-aws"),
+                    head_verified=not unverified,
+                    # a child's head starts at the parent's line at fork_at_seq (= fork.at_hash)
+                    head_hash=imp.segments[i - 1].last.hash if child else None,
+                    head_epoch=imp.segments[i - 1].last.epoch if child else 0,
+                    create_thread=not child,
+                )
             )
             created += 1
         else:

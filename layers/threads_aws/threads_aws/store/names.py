@@ -1,7 +1,6 @@
 """The deployed resources by role: the table, bucket and queue names a function reads from its
 environment (template.yaml's Globals), and the logical ids of template.yaml that hold them."""
 
-
 from __future__ import annotations
 
 import os
@@ -51,5 +50,3 @@ class ResourceNames:
     def env(self) -> dict[str, str]:
         """The environment variables a function reads (inverse of from_env)."""
         return {var: getattr(self, attr) for attr, var in ENV.items()}
-
-

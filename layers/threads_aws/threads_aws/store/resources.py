@@ -14,8 +14,17 @@ from botocore.exceptions import ClientError
 
 from ..core.canonical import new_uuid7
 from ..core.errors import LogError
+from .dynamo import condition_failed
 
 STATES = ("pending", "live", "releasing", "released", "release_failed", "unknown")
+
+
+def owner_pk(owner_branch_id: str) -> dict[str, str]:
+    return {"S": f"RES#{owner_branch_id}"}
+
+
+def resource_key(owner_branch_id: str, resource_id: str) -> dict[str, Any]:
+    return {"pk": owner_pk(owner_branch_id), "sk": {"S": f"RES#{resource_id}"}}
 
 
 @dataclass(slots=True)
@@ -40,8 +49,7 @@ class ResourceLedger:
         self.ddb.put_item(
             TableName=self.table,
             Item={
-                "pk": {"S": f"RES#{owner_branch_id}"},
-                "sk": {"S": f"RES#{row.resource_id}"},
+                **resource_key(owner_branch_id, row.resource_id),
                 "tenant": {"S": tenant},
                 "provider": {"S": provider},
                 "kind": {"S": kind},
@@ -71,14 +79,14 @@ class ResourceLedger:
         try:
             self.ddb.update_item(
                 TableName=self.table,
-                Key={"pk": {"S": f"RES#{row.owner_branch_id}"}, "sk": {"S": f"RES#{row.resource_id}"}},
+                Key=resource_key(row.owner_branch_id, row.resource_id),
                 UpdateExpression=update,
                 ConditionExpression=cond,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
             )
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+            if condition_failed(exc):
                 raise LogError(
                     "resource_unknown", None, f"resource {row.resource_id} moved concurrently"
                 ) from None
@@ -92,7 +100,7 @@ class ResourceLedger:
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": f"RES#{owner_branch_id}"}},
+            "ExpressionAttributeValues": {":pk": owner_pk(owner_branch_id)},
             "ConsistentRead": True,
         }
         while True:

@@ -1,0 +1,37 @@
+"""The DynamoDB/S3 implementation of every store, built from the deployed resource names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .api_keys import ApiKeyRows
+from .approvals import Approvals
+from .artifacts import ArtifactStore
+from .events import EventStore
+from .index import ThreadIndex
+from .names import ResourceNames
+from .notes import Notes
+from .protocol import Stores
+from .questions import Questions
+from .receipts import RunReceipts
+from .records import Clock, wall_ms
+from .resources import ResourceLedger
+
+
+def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, **event_store: Any) -> Stores:
+    """Every store on these clients (`dynamo.LazyClient`s keep them uncreated until first use).
+    `event_store` passes EventStore tuning (spill threshold, chunk sizes) through."""
+    artifacts = ArtifactStore(s3, names.bucket)
+    events = EventStore(ddb, names.events_table, names.state_table, artifacts, clock=clock, **event_store)
+    table = names.state_table
+    return Stores(
+        events=events,
+        artifacts=artifacts,
+        threads=ThreadIndex(ddb, table, events.branches),
+        receipts=RunReceipts(ddb, table),
+        approvals=Approvals(ddb, table),
+        questions=Questions(ddb, table),
+        notes=Notes(ddb, table),
+        api_keys=ApiKeyRows(ddb, table),
+        resources=ResourceLedger(ddb, table),
+    )

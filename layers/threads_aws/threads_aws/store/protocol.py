@@ -1,0 +1,170 @@
+"""The store seam: what the writer, the host and the engine ask of persistence, as typed
+Protocols, and `Stores`, the bundle they receive.
+
+The DynamoDB/S3 implementations are the row-kind modules of this package (`store.aws.stores`
+builds them); another adapter (sqlite, in memory) would implement these Protocols and nothing
+above `store/` would change. Side rows that must commit with an append are `Companion`s the
+row-kind store builds; `EventLog.append` and `EventLog.create_branch` commit them atomically with
+the lines and raise `CompanionFailed(tag, stored_item)` when one's condition fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..core.lines import StoredLine
+from .api_keys import ApiKeyRow
+from .approvals import ApprovalRow
+from .branches import BranchRecord, NewBranch
+from .index import ThreadRecord
+from .notes import Note
+from .questions import QuestionRow
+from .receipts import Receipt
+from .records import Companion, Head, Lease
+from .resources import ResourceRow
+
+
+class EventLog(Protocol):
+    """Branches, their lines and heads, and leases (`store.events.EventStore`)."""
+
+    def head(self, branch_id: str) -> BranchRecord | None: ...
+
+    def read(
+        self, branch_id: str, from_seq: int, to_seq: int, *, head_seq: int | None = None
+    ) -> list[StoredLine]: ...
+
+    def segments(self, branch_id: str, rec: BranchRecord | None = None) -> list[tuple[str, int, int]]: ...
+
+    def resolved_chain(
+        self, branch_id: str, after_seq: int = 0, limit: int | None = None, *, rec: BranchRecord | None = None
+    ) -> list[tuple[str, StoredLine]]: ...
+
+    def export(self, branch_id: str) -> bytes: ...
+
+    def append(
+        self,
+        branch_id: str,
+        lines: Sequence[StoredLine],
+        *,
+        expected_head_seq: int,
+        epoch: int,
+        now_ms: int | None = None,
+        companions: Sequence[Companion] = (),
+    ) -> Head: ...
+
+    def create_branch(self, spec: NewBranch) -> BranchRecord: ...
+
+    def set_state(
+        self,
+        branch_id: str,
+        state: str,
+        *,
+        expected_state: str | None = None,
+        head_verified: bool | None = None,
+        dropped_ref: str | None = None,
+    ) -> BranchRecord: ...
+
+    def discard_branch(self, branch_id: str, *, states: Sequence[str] = ...) -> bool: ...
+
+    def acquire_lease(
+        self, branch_id: str, holder_id: str, *, ttl_ms: int, now_ms: int | None = None
+    ) -> Lease: ...
+
+    def renew(
+        self, branch_id: str, lease: Lease, now_ms: int | None = None, ttl_ms: int = 30_000
+    ) -> Lease: ...
+
+    def release(self, branch_id: str, lease: Lease) -> bool: ...
+
+
+class Artifacts(Protocol):
+    """Content-addressed, verified blobs (`store.artifacts.ArtifactStore`)."""
+
+    def put(self, data: bytes, media_type: str) -> dict[str, Any]: ...
+
+    def get(self, sha256: str, length: int | None = None) -> bytes: ...
+
+    def get_ref(self, ref: dict[str, Any]) -> bytes: ...
+
+
+class Threads(Protocol):
+    """The thread index, tenant-scoped (`store.index.ThreadIndex`)."""
+
+    def get_thread(self, tenant: str, thread_id: str) -> ThreadRecord | None: ...
+
+    def list_branches(self, tenant: str, thread_id: str) -> list[BranchRecord]: ...
+
+    def branch_of(self, tenant: str, thread_id: str | None, branch_id: str) -> BranchRecord | None: ...
+
+
+class ReceiptStore(Protocol):
+    def get(self, tenant: str, idempotency_key: str) -> Receipt | None: ...
+
+    def companion(
+        self, tenant: str, idempotency_key: str, receipt: Receipt, created_at: int
+    ) -> Companion: ...
+
+
+class ApprovalStore(Protocol):
+    def get(self, challenge_id: str) -> ApprovalRow | None: ...
+
+    def open(self, row: ApprovalRow) -> Companion: ...
+
+    def consume(self, challenge_id: str, state: str, decided_by: str, now: int) -> Companion: ...
+
+
+class QuestionStore(Protocol):
+    def get(self, branch_id: str, call_id: str) -> QuestionRow | None: ...
+
+    def open(self, row: QuestionRow) -> Companion: ...
+
+    def answered(self, branch_id: str, call_id: str, now: int) -> Companion: ...
+
+
+class NoteStore(Protocol):
+    def store(self, note: Note) -> int: ...
+
+
+class ApiKeyStore(Protocol):
+    def create(self, key_id: str, row: ApiKeyRow, now: int) -> None: ...
+
+    def revoke(self, key_id: str, now: int) -> bool: ...
+
+    def live(self, key_id: str) -> ApiKeyRow | None: ...
+
+
+class ResourceStore(Protocol):
+    """The resources ledger (`store.resources.ResourceLedger`)."""
+
+    def open(
+        self, *, tenant: str, owner_branch_id: str, provider: str, kind: str, now: int
+    ) -> ResourceRow: ...
+
+    def move(
+        self, row: ResourceRow, to: str, *, ref: str | None = None, expect: tuple[str, ...] = ()
+    ) -> None: ...
+
+    def rows(self, owner_branch_id: str) -> list[ResourceRow]: ...
+
+
+class StepQueue(Protocol):
+    """The run-step queue (`store.run_steps.RunStepQueue`)."""
+
+    def enqueue(self, branch_id: str, *, reason: str, head_seq: int | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class Stores:
+    """Every store, by row kind: what the host and the engine receive (never a client)."""
+
+    events: EventLog
+    artifacts: Artifacts
+    threads: Threads
+    receipts: ReceiptStore
+    approvals: ApprovalStore
+    questions: QuestionStore
+    notes: NoteStore
+    api_keys: ApiKeyStore
+    resources: ResourceStore
