@@ -66,9 +66,17 @@ class DevProcess:
         return body  # type: ignore[no-any-return]
 
     def timeline(self, thread_id: str) -> list[dict[str, Any]]:
-        status, body, _ = self.call("GET", f"/v1/threads/{thread_id}/timeline")
-        assert status == 200, body
-        return [e["event"] for e in body["entries"]]
+        """Every event of the thread's main branch, following the pages' Link headers."""
+        events: list[dict[str, Any]] = []
+        query = ""
+        while True:
+            status, body, headers = self.call("GET", f"/v1/threads/{thread_id}/timeline{query}")
+            assert status == 200, body
+            events += [e["event"] for e in body["entries"]]
+            link = next((v for k, v in headers.items() if k.lower() == "link"), None)
+            if link is None:
+                return events
+            query = "?" + link.split("?", 1)[1].split(">", 1)[0]
 
     def wait_for(
         self, thread_id: str, event_type: str, *, count: int = 1, timeout: float = 60

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from test_host_helpers import ALICE, MALLORY, append, make_host, park_on_approval, start
 from threads_aws.host import sse
 from threads_aws.host.errors import ApiError
+
+REPO = Path(__file__).resolve().parents[1]
 
 NOW = sse.Window(wait_ms=0, poll_ms=50, retry_ms=1500)
 
@@ -148,7 +152,49 @@ def test_window_env(monkeypatch):
     monkeypatch.setenv("SSE_WAIT_MS", "999999")
     monkeypatch.setenv("SSE_POLL_MS", "bad")
     w = sse.Window.from_env()
-    assert w.wait_ms == sse.MAX_WAIT_MS and w.poll_ms == sse.DEFAULT_POLL_MS
+    assert w.wait_ms == sse.GATEWAY_LIMIT_MS - sse.FINISH_MS and w.poll_ms == sse.DEFAULT_POLL_MS
+    assert sse.Window.from_env(remaining_ms=10_000).wait_ms == 10_000 - sse.FINISH_MS
+    assert sse.Window.from_env(remaining_ms=1_000).wait_ms == 0
+
+
+def test_the_wait_ends_safely_before_the_function_timeout(monkeypatch):
+    # template.yaml's Timeout is the one constant: the deployed SSE_WAIT_MS, whatever it says,
+    # can't outlast the invocation Lambda derives from it.
+    from threads_aws.local.infra import load_template
+
+    fn = load_template(REPO / "template.yaml")["Resources"]["SubscribeRunFunction"]["Properties"]
+    timeout_ms = fn["Timeout"] * 1000
+    assert timeout_ms < sse.GATEWAY_LIMIT_MS
+    for name, value in fn["Environment"]["Variables"].items():
+        monkeypatch.setenv(name, value)
+    w = sse.Window.from_env(remaining_ms=timeout_ms)
+    assert 0 < w.wait_ms and w.wait_ms + w.poll_ms + sse.FINISH_MS <= timeout_ms
+    monkeypatch.setenv("SSE_WAIT_MS", str(timeout_ms * 2))
+    assert sse.Window.from_env(remaining_ms=timeout_ms).wait_ms == timeout_ms - sse.FINISH_MS
+
+
+def test_windows_are_bounded_by_bytes_and_an_event_larger_than_one_still_arrives(host):
+    run = start(host)
+    park_on_approval(host, run)  # several events, then the run settles parked
+    _, whole = window(host, run)
+    events = [int(m["id"]) for m in whole if "id" in m]
+    assert len(events) > 3 and whole[-1]["data"]["kind"] == "result"
+    # A window smaller than any event: one event each, `retry: 0`, no gap, no duplicate, then
+    # the result.
+    tiny = sse.Window(wait_ms=0, poll_ms=50, retry_ms=1500, max_bytes=1)
+    seen: list[int] = []
+    for _ in range(len(events) + 1):
+        _, msgs = window(host, run, cursor=seen[-1] if seen else 0, w=tiny)
+        ids = [int(m["id"]) for m in msgs if "id" in m]
+        seen += ids
+        if msgs[-1].get("data", {}).get("kind") == "result":
+            break
+        assert len(ids) == 1 and msgs[-1] == {"retry": "0"}
+    assert seen == events and msgs[-1]["data"] == whole[-1]["data"]
+    # Bounded by bytes as the proxy response counts them: two events' worth holds two.
+    two = sum(sse.wire_size(sse.event_message(m["data"]["event"])) for m in whole[:2])
+    _, msgs = window(host, run, w=sse.Window(wait_ms=0, max_bytes=two))
+    assert [int(m["id"]) for m in msgs if "id" in m] == events[:2] and msgs[-1] == {"retry": "0"}
 
 
 def test_resume_cursor_never_fails_on_odd_digits():

@@ -12,4 +12,4 @@ logger = Logger()
 
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return api(event, "subscribeRun")
+    return api(event, "subscribeRun", context)  # the window's wait ends before the timeout

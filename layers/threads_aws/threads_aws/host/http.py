@@ -53,6 +53,16 @@ def response(status: int, body: Any = None, headers: Mapping[str, str] | None = 
     }
 
 
+def raw_response(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A response whose JSON body is already serialised (`paging` measures it as it builds it)."""
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": JSON, **(headers or {})},
+        "body": body.decode(),
+        "isBase64Encoded": False,
+    }
+
+
 def error_response(code: str, message: str) -> dict[str, Any]:
     return response(status_of(code), {"error": {"code": code, "message": message}})
 
@@ -68,10 +78,12 @@ class Request:
     body: bytes | None
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     parsed: Any = field(repr=False, default=None)  # the body once `json` parsed it
+    remaining_ms: int | None = None  # the invocation's time left (its Lambda context), if known
 
     @classmethod
-    def of(cls, event: Mapping[str, Any]) -> Request:
+    def of(cls, event: Mapping[str, Any], context: Any = None) -> Request:
         ctx = (event.get("requestContext") or {}).get("authorizer") or {}
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
         body = event.get("body")
         raw_body: bytes | None = None
         if body is not None:
@@ -89,6 +101,7 @@ class Request:
             headers={k.lower(): v for k, v in (event.get("headers") or {}).items() if v is not None},
             body=raw_body,
             raw=dict(event),
+            remaining_ms=int(remaining()) if callable(remaining) else None,
         )
 
     # -------------------------------------------------------------- access
@@ -156,13 +169,14 @@ def dispatch(
     event: Mapping[str, Any],
     codes: frozenset[str],
     call: Callable[[Request], dict[str, Any]],
+    context: Any = None,
 ) -> dict[str, Any]:
     """Run `call` on the parsed request and map typed failures to this route's error bodies.
     A line the writer refused because of the body (`invalid_line`: too large or too deep to
     record) is the body's `invalid_request`, naming the field (`limits.blame`)."""
     req: Request | None = None
     try:
-        req = Request.of(event)
+        req = Request.of(event, context)
         return call(req)
     except ApiError as exc:
         code, message = exc.code, exc.message

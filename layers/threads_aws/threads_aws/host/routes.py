@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .http import Request, response
+from .http import Request, raw_response, response
 from .service import Host
 
 Call = Callable[[Host, Request], dict[str, Any]]
@@ -22,6 +22,14 @@ def _start_run(h: Host, r: Request) -> dict[str, Any]:
     return response(202, h.start_run(r.who(), r.json("StartRunRequest"), r.header("Idempotency-Key")))
 
 
+def _timeline(h: Host, r: Request) -> dict[str, Any]:
+    from . import paging
+
+    paging.page_params(r.query)  # a malformed page is refused before the branch is read
+    body, headers = paging.timeline_page(h.timeline(r.who(), r.thread_id, r.branch_id), r.query)
+    return raw_response(200, body, headers)
+
+
 def _subscribe(h: Host, r: Request) -> dict[str, Any]:
     from . import sse
 
@@ -31,7 +39,7 @@ def _subscribe(h: Host, r: Request) -> dict[str, Any]:
         r.thread_id,
         r.uuid_param("run_id") or "",
         cursor=sse.resume_cursor(r.header("Last-Event-ID"), r.query.get("after_seq")),
-        window=sse.Window.from_env(),
+        window=sse.Window.from_env(remaining_ms=r.remaining_ms),
     )
     return {
         "statusCode": 200,
@@ -55,7 +63,7 @@ ROUTES: dict[str, tuple[frozenset[str], Call]] = {
     "subscribeRun": (_codes(), _subscribe),
     "getTimeline": (
         _codes("log_corrupt", "unsupported_format", "unsupported_critical_event"),
-        lambda h, r: response(200, h.timeline(r.who(), r.thread_id, r.branch_id)),
+        _timeline,
     ),
     "listBranches": (_codes(), lambda h, r: response(200, h.branches(r.who(), r.thread_id))),
     "listForkPoints": (

@@ -28,12 +28,13 @@ def reset() -> None:
     services.reset()
 
 
-def api(event: Mapping[str, Any], operation: str) -> dict[str, Any]:
-    """A route's whole handler: parse, call Host, map the result or failure."""
+def api(event: Mapping[str, Any], operation: str, context: Any = None) -> dict[str, Any]:
+    """A route's whole handler: parse, call Host, map the result or failure. `context` (the
+    Lambda context) lets a route bound its work by the invocation's time left."""
     from .routes import ROUTES
 
     codes, call = ROUTES[operation]
-    return dispatch(event, codes, lambda req: call(host(), req))
+    return dispatch(event, codes, lambda req: call(host(), req), context)
 
 
 def authorize(event: Mapping[str, Any]) -> dict[str, Any]:

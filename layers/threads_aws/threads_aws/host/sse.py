@@ -2,12 +2,21 @@
 
 API Gateway REST with a Python Lambda cannot stream, so one invocation serves one window:
 every committed event of the run after the cursor (`id: <seq>` + `data: {"kind":"event",...}`),
-then it waits for more by polling the branch head (one GetItem per poll) for at most
-SSE_WAIT_MS (default 20 s, under the 29 s gateway limit). If the run settles, the last message
-is `data: {"kind":"result","run_id","result": RunOutcome}` without an id and the response ends.
-Otherwise the window ends with `retry: <ms>`, and a standard EventSource reconnects with
-`Last-Event-ID` = the last seq it saw: the next window starts right after it, so a client sees
-no gap and no duplicate. Subscribing only reads the log.
+then it waits for more by polling the branch head (one GetItem per poll). If the run settles, the
+last message is `data: {"kind":"result","run_id","result": RunOutcome}` without an id and the
+response ends. Otherwise the window ends with `retry: <ms>`, and a standard EventSource
+reconnects with `Last-Event-ID` = the last seq it saw: the next window starts right after it, so
+a client sees no gap and no duplicate. Subscribing only reads the log.
+
+Bounds, so a window is always a response Lambda can return:
+- time: the wait is SSE_WAIT_MS (default 20 s) but never past the invocation's own deadline
+  less FINISH_MS (the time to build and return the window). The one constant is the subscribe
+  function's Timeout in template.yaml (28 s, under API Gateway's 29 s integration limit): Lambda
+  derives the deadline from it, and without a Lambda context the gateway's limit stands in.
+- bytes: events stop once the window holds SSE_WINDOW_BYTES (default `paging.PAGE_BYTES`, 4 MiB
+  as the proxy response counts them); such a window ends with `retry: 0` (come back at once) and
+  no result. A window always carries at least one event, so an event larger than a window (a
+  line may be 1 MiB) still reaches the client, alone.
 """
 
 from __future__ import annotations
@@ -22,12 +31,14 @@ from typing import Any
 import orjson
 
 from ..core.projections import run_outcome
+from .paging import PAGE_BYTES, wire_size
 from .principal import Principal
 
 DEFAULT_WAIT_MS = 20_000
 DEFAULT_POLL_MS = 500
 DEFAULT_RETRY_MS = 1_000
-MAX_WAIT_MS = 25_000  # the function's timeout is ~28 s; the gateway's 29 s
+FINISH_MS = 3_000  # after the wait: a last poll, a view refresh, the response
+GATEWAY_LIMIT_MS = 29_000  # API Gateway REST's integration timeout
 MAX_INT = 2**53 - 1  # events_Int
 _CURSOR = re.compile(r"[0-9]{1,16}")
 
@@ -37,19 +48,24 @@ class Window:
     wait_ms: int = DEFAULT_WAIT_MS
     poll_ms: int = DEFAULT_POLL_MS
     retry_ms: int = DEFAULT_RETRY_MS
+    max_bytes: int = PAGE_BYTES
 
     @classmethod
-    def from_env(cls) -> Window:
+    def from_env(cls, remaining_ms: int | None = None) -> Window:
+        """The window for an invocation with `remaining_ms` left (None: no Lambda context)."""
+
         def num(name: str, default: int) -> int:
             try:
                 return max(0, int(os.environ.get(name, default)))
             except ValueError:
                 return default
 
+        budget = GATEWAY_LIMIT_MS if remaining_ms is None else min(remaining_ms, GATEWAY_LIMIT_MS)
         return cls(
-            min(num("SSE_WAIT_MS", DEFAULT_WAIT_MS), MAX_WAIT_MS),
+            max(0, min(num("SSE_WAIT_MS", DEFAULT_WAIT_MS), budget - FINISH_MS)),
             max(num("SSE_POLL_MS", DEFAULT_POLL_MS), 50),
             num("SSE_RETRY_MS", DEFAULT_RETRY_MS),
+            max(num("SSE_WINDOW_BYTES", PAGE_BYTES), 1),
         )
 
 
@@ -108,6 +124,7 @@ def subscribe(
     rec, start = host.run_start(principal, thread_id, run_id)
     deadline = monotonic() + window.wait_ms / 1000
     out: list[bytes] = []
+    used = 0
     cursor = max(cursor, start - 1)
     seen_head = -1
     while True:
@@ -119,9 +136,19 @@ def subscribe(
             with host._lock:
                 view = host._load(head)
                 events = view.fold.events
+                full = False
                 for ev in _run_events(events, view.fold.known, start, cursor):
-                    out.append(event_message(ev))
+                    message = event_message(ev)
+                    cost = wire_size(message)
+                    full = bool(out) and used + cost > window.max_bytes
+                    if full:
+                        break
+                    out.append(message)
+                    used += cost
                     cursor = ev["seq"]
+                if full:  # the rest (and the result) in the next window, at once
+                    out.append(retry_message(0))
+                    return b"".join(out)
                 outcome = run_outcome(events, run_id, thread_id=thread_id, branch_id=rec.branch_id)
             if outcome is not None:
                 out.append(result_message(run_id, outcome))
