@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from test_engine_helpers import make_ctx, new_thread, run, say, types
-from threads_aws.engine.queue import enqueue_step, handle_batch
+from threads_aws.engine.queue import enqueue_step, handle_batch, retry_delay_s
+from threads_aws.engine.step import LEASE_TTL_MS
 
 
 class Ctx:
@@ -72,6 +74,34 @@ def test_busy_fails_the_record(aws: Any) -> None:
     msgs = receive(aws)
     out = handle_batch(as_event(msgs), Ctx(), engine=ctx)
     assert out == {"batchItemFailures": [{"itemIdentifier": msgs[0]["MessageId"]}]}
+    # Back after its short backoff, not after the queue's 1,800 s visibility timeout.
+    assert receive(aws) == []
+    deadline = time.monotonic() + retry_delay_s(1) + 3
+    again: list[dict[str, Any]] = []
+    while not again and time.monotonic() < deadline:
+        time.sleep(0.25)
+        again = receive(aws)
+    assert [m["MessageId"] for m in again] == [msgs[0]["MessageId"]]
+    assert again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
+
+
+def test_the_backoff_grows_with_the_receive_count(aws: Any) -> None:
+    ctx = make_ctx(aws)
+    b = new_thread(ctx)
+    say(ctx, b, "hi")
+    ctx.store.acquire_lease(b, "someone-else", ttl_ms=60_000, now_ms=aws.clock())
+    enqueue_step(aws.sqs, aws.resources.run_step_queue_url, b, reason="input")
+    msgs = receive(aws)
+    msgs[0]["Attributes"]["ApproximateReceiveCount"] = "3"  # as if its third delivery
+    handle_batch(as_event(msgs), Ctx(), engine=ctx)
+    time.sleep(retry_delay_s(1) + 1)
+    assert receive(aws) == []  # 18 s for a third failure
+
+
+def test_the_retries_outlast_a_dead_workers_lease() -> None:
+    assert [retry_delay_s(n) for n in range(1, 6)] == [2, 6, 18, 54, 162]
+    # maxReceiveCount 5 (template.yaml): the fifth and last receive comes after the lease lapsed.
+    assert sum(retry_delay_s(n) for n in range(1, 5)) * 1000 > LEASE_TTL_MS
 
 
 def test_more_reenqueues(aws: Any) -> None:

@@ -189,6 +189,8 @@ def handler(event, context):
 WORKER = """\
 import json
 
+import boto3
+
 SEEN = []
 
 def handler(event, context):
@@ -198,6 +200,12 @@ def handler(event, context):
         SEEN.append(body["n"])
         if body.get("fail"):
             failures.append({"itemIdentifier": r["messageId"]})
+        if "retry_in" in body:  # the function sets its own backoff, as the run-step worker does
+            sqs = boto3.client("sqs", region_name="us-east-1")
+            url = sqs.get_queue_url(QueueName=r["eventSourceARN"].rsplit(":", 1)[1])["QueueUrl"]
+            sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=r["receiptHandle"], VisibilityTimeout=body["retry_in"]
+            )
         if body.get("raise"):
             raise RuntimeError("whole batch")
     return {"batchItemFailures": failures}
@@ -469,6 +477,23 @@ def test_poller_partial_failures_are_redelivered(aws: Any, fixture_template: Pat
     assert poller.poll_once()
     assert worker["SEEN"][-1] == 1
     assert not poller.poll_once() or _depth(aws, poller.queue_url) == 1
+
+
+def test_poller_leaves_failed_records_to_the_queue_as_lambda_does(aws: Any, fixture_template: Path) -> None:
+    poller, handlers = _poller(aws, fixture_template)
+    poller.retry_delay_s = None  # as in `threads-aws dev`: the deployment's timing
+    aws.sqs.set_queue_attributes(QueueUrl=poller.queue_url, Attributes={"VisibilityTimeout": "30"})
+    aws.sqs.send_message(QueueUrl=poller.queue_url, MessageBody=json.dumps({"n": 1, "fail": True}))
+    aws.sqs.send_message(
+        QueueUrl=poller.queue_url, MessageBody=json.dumps({"n": 2, "fail": True, "retry_in": 1})
+    )
+    assert poller.poll_once()
+    worker = handlers.handler("WorkerFunction").__globals__
+    assert sorted(worker["SEEN"]) == [1, 2]
+    time.sleep(1.5)
+    assert poller.poll_once()  # only the record whose function asked for 1 s is back
+    assert worker["SEEN"][2:] == [2]
+    assert _depth(aws, poller.queue_url) == 2  # the other waits out the queue's 30 s
 
 
 def test_poller_raise_fails_whole_batch(aws: Any, fixture_template: Path) -> None:

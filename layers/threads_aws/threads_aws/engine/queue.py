@@ -5,11 +5,19 @@ branch parked or idle and appends nothing. Deduplication is therefore only an op
 with `head_seq`, the id ``<branch>:<head_seq>:<reason>`` collapses wake-ups for the same state
 of the log; without it (the worker's own re-enqueue) every message is distinct, so a step that
 made no progress before its deadline can never be swallowed by the 5-minute dedup window.
+
+A record that fails (its branch busy under another worker's lease, or its step raised) is
+reported as a partial failure and made visible again after `retry_delay_s` of its receive count
+(ChangeMessageVisibility), not after the queue's 1,800 s visibility timeout: 2, 6, 18, 54 s, so
+the fifth receive (the last before the DLQ, maxReceiveCount 5) comes 80 s after the first, past
+a dead worker's 60 s lease. FIFO: the records of its group behind it fail with it and get the
+same delay, so the group keeps its order.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from typing import Any
 
@@ -19,10 +27,15 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from ..store.protocol import StepQueue
 from ..store.run_steps import RunStepQueue
 from .step import EngineContext, advance
 
 NO_DEADLINE_MS = 900_000
+RETRY_BASE_S = 2
+RETRY_MAX_S = 300
+
+log = logging.getLogger("threads_aws.engine")
 
 
 class BranchBusy(Exception):
@@ -34,6 +47,28 @@ def enqueue_step(
 ) -> None:
     """One "advance branch X" message (the format is `store.run_steps.RunStepQueue`'s)."""
     RunStepQueue(sqs, queue_url).enqueue(branch_id, reason=reason, head_seq=head_seq)
+
+
+def retry_delay_s(receive_count: int) -> int:
+    """Seconds until a failed record is received again, by its ApproximateReceiveCount."""
+    return min(RETRY_BASE_S * 3 ** max(0, receive_count - 1), RETRY_MAX_S)
+
+
+def back_off(steps: StepQueue, records: list[dict[str, Any]]) -> None:
+    """Make failed records visible again after their backoff (best effort: without it they come
+    back after the queue's visibility timeout)."""
+    handles = []
+    for r in records:
+        try:
+            count = int((r.get("attributes") or {}).get("ApproximateReceiveCount", "1"))
+        except ValueError:
+            count = 1
+        handles.append((r["receiptHandle"], retry_delay_s(count)))
+    try:
+        for message in steps.retry_later(handles):
+            log.warning("could not shorten the visibility of a failed step: %s", message)
+    except Exception:  # noqa: BLE001 - the queue's own timeout redelivers them
+        log.exception("could not shorten the visibility of %d failed step(s)", len(handles))
 
 
 def handle_batch(event: dict[str, Any], context: Any, *, engine: EngineContext) -> dict[str, Any]:
@@ -56,7 +91,12 @@ def handle_batch(event: dict[str, Any], context: Any, *, engine: EngineContext) 
     # Report every failure as a partial failure (never raise): Lambda redelivers just those.
     processor = SqsFifoPartialProcessor(skip_group_on_error=True)
     processor.raise_on_entire_batch_failure = False  # not a constructor argument of the FIFO class
-    response = process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
+    response: dict[str, Any] = dict(
+        process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
     )
-    return dict(response)
+    failed = {f["itemIdentifier"] for f in response.get("batchItemFailures") or []}
+    if failed and engine.steps is not None:
+        back_off(engine.steps, [r for r in event["Records"] if r["messageId"] in failed])
+    return response

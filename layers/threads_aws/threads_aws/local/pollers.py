@@ -1,6 +1,8 @@
 """Lambda's SQS event source mapping, locally: per SQS event of a template function, threads that
 ReceiveMessage from the (moto) queue, invoke the handler with an SQS batch event, delete what
-succeeded and let the rest come back after a short visibility delay.
+succeeded and leave the rest to the queue: they come back when their visibility timeout ends,
+the queue's own or whatever the function set with ChangeMessageVisibility, as on AWS (the
+run-step worker backs off that way; see `engine.queue`). moto honours both.
 
 Like Lambda: a handler that raises fails the whole batch; with ReportBatchItemFailures only the
 `batchItemFailures` come back (a malformed answer, or an unknown id, fails the whole batch); without
@@ -103,7 +105,8 @@ class Poller:
     handlers: Handlers
     region: str = "us-east-1"
     concurrency: int = 2
-    retry_delay_s: int = 1  # visibility timeout given to failed records
+    # Lambda leaves failed records alone; tests of the poller itself may shorten them instead.
+    retry_delay_s: int | None = None
     idle_wait_s: float = 0.05
     on_batch: Callable[[SqsSource, list[str], set[str]], None] | None = None  # tests observe batches
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -170,8 +173,9 @@ class Poller:
                 QueueUrl=self.queue_url,
                 Entries=[{"Id": str(j), "ReceiptHandle": m["ReceiptHandle"]} for j, m in enumerate(chunk)],
             )
-        for m in messages:
+        for m in messages if self.retry_delay_s is not None else ():
             if m["MessageId"] in failed:
+                # retry_delay_s is set: a test of the poller wants failures back at once
                 try:
                     self.sqs.change_message_visibility(
                         QueueUrl=self.queue_url,
@@ -184,7 +188,10 @@ class Poller:
                     )
         if failed:
             log.warning(
-                "%s: %d of %d record(s) failed, redelivered", self.source.function, len(failed), len(ids)
+                "%s: %d of %d record(s) failed; they come back when their visibility ends",
+                self.source.function,
+                len(failed),
+                len(ids),
             )
         if self.on_batch is not None:
             self.on_batch(self.source, ids, failed)

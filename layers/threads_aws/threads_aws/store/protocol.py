@@ -154,6 +154,8 @@ class StepQueue(Protocol):
 
     def enqueue(self, branch_id: str, *, reason: str, head_seq: int | None = None) -> None: ...
 
+    def retry_later(self, handles: Sequence[tuple[str, int]]) -> list[str]: ...
+
 
 @dataclass(frozen=True)
 class Stores:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -31,3 +32,16 @@ class RunStepQueue:
             MessageGroupId=branch_id,
             MessageDeduplicationId=dedup[:128],
         )
+
+    def retry_later(self, handles: Sequence[tuple[str, int]]) -> list[str]:
+        """Make received messages (receipt handle, seconds) visible again after those seconds:
+        ChangeMessageVisibility, ten at a time. Returns SQS's messages for entries it refused."""
+        refused: list[str] = []
+        for i in range(0, len(handles), 10):
+            entries = [
+                {"Id": str(j), "ReceiptHandle": handle, "VisibilityTimeout": seconds}
+                for j, (handle, seconds) in enumerate(handles[i : i + 10])
+            ]
+            out = self.sqs.change_message_visibility_batch(QueueUrl=self.url, Entries=entries)
+            refused += [str(f.get("Message")) for f in out.get("Failed") or []]
+        return refused
