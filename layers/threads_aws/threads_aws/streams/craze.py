@@ -1,0 +1,619 @@
+"""A run's stream as craze events (`../shared/spec/craze-event.schema.json`, codec v1): a pure,
+stateful mapper (see `frames` for ordering, ids and resume).
+
+Order of a run: `turn{started, text: <prompt>}` → the session's events → the asks' endings →
+`done` or `error` → `turn{ended}`. Every output validates against the closed seed schema: keys
+in the schema's order, zero values omitted, `at` = the log event's `time` (RFC 3339, UTC).
+
+Mapping (craze-mapping.md §3, with these choices):
+- turns: `turn-<seq of the user_input>` (stable whatever part of the log a mapper was fed),
+  origin `submit`; `steer` → `user{interjection}`.
+- text: live deltas are `text`/`thought` chunks; the committed `model_response` sends each text
+  part (and each reasoning part's readable `summary`) minus what the deltas already showed — one
+  event per non-empty part, possibly with empty text: that event is the part's commit marker,
+  so the cursor moves past the response whether or not the deltas covered it (see `text`).
+- tools: one row per call id, re-published whole when it changes (identical re-publishes and
+  updates of a terminal row are dropped). Status follows ACP's meaning rather than the
+  proposal's: `pending` from the `tool_use` part until the call may run (allowed, or approved —
+  a call awaiting approval has not started), `in_progress` while it runs, then `completed` /
+  `failed` from its `tool_result` (denied and not-executed calls fail; a call the cancel stopped
+  is `cancelled`, as is a row still open when its turn ends). A deny keeps its reason in
+  `contentText` until the denied result arrives.
+- approvals: `approval_requested` opens `permission{id: challenge_id}` — the challenge id, so a
+  client answers at `POST …/approvals/{challenge_id}` with no lookup; options `grant`
+  (allow_once), `remember:<rule>` (allow_always, one per suggested rule) and `deny`
+  (reject_once). A grant's ending waits for the next event, because the remembered rule
+  (`permission_rule_added`) is committed right after the grant.
+- `ask_user`: its park opens `question{id: call_id}` (questions `q1`, options `o1…`); the
+  answered result ends it with `answers` (a free-text answer matches no option: `{q1: []}`; the
+  text itself is the tool row's output).
+- an effect whose outcome is unknown parks; unlike the proposal (nothing), it opens a
+  `permission{id: effect key}` with options `assume_done` / `assume_not_done`, so a craze
+  client can drive `POST …/parked/{effect_key}/resolve`; a human resolution answers it, any
+  other ends it `automatic`.
+- endings: `cancel_requested` cancels every open ask (`by: cancel`); `turn_completed` ends the
+  rest (`turn_ended`), then `done` (end_turn, cancelled/interrupted → `cancelled`, max_output →
+  `max_tokens`, max_turns → `max_turn_requests`, handoff → `handoff`) or `error` (error,
+  context_exhausted → `context_too_large`, model_unavailable → `provider` with the last HTTP
+  status as code — not the proposal's `model_not_found`: our reason means the provider kept
+  failing, and `model_not_found` would tell a client its model id is wrong; budget_exhausted,
+  stop_hook_limit, output_invalid, input_denied → `other`, the budget's numbers in the message).
+  A run the host failed without a `turn_completed` ends from its `result` (no id).
+- state: `settings_changed` → `meta{state:{model: "<provider>/<name>", config}}` (model params
+  as config options); `mode_changed` → `meta{state:{mode}}`, plus top-level `mode` when the
+  agent caused it; each model response's usage → `meta{state:{usage}}` (turn and stream sums,
+  `unpriced` — a run stream has no price table).
+- `retry_wait` status → a transient `meta{state:{reason: retry_wait, detail}}` (report-only
+  strings), so a watching client sees why the run stalls.
+- subagents: `agent_spawned` / `agent_finished` → `subagent{spawned|finished}` rows and the spawn
+  call's row as a task (`task.agentId`, status, duration, receipt).
+- compaction: a `purpose: compaction` request → `compaction{started, reason: auto}`;
+  `compacted` / `compaction_failed` → `compaction{ended}` (reason from the trigger, or `err`).
+- nothing for: thread_started, tool_call's repeat, hook decisions, effect commits, resumed,
+  cancelled, retries and abandoned attempts, heartbeats, snapshots, forks, channels, schedules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import tools as t
+from .frames import JsonObj, Mapper, rfc3339
+from .text import Deltas, remainders
+
+ORDER = (
+    "type text mode agent tool todos permission question plan subagent subagentChange queue "
+    "queueChange queuePos command interjection foreignTurn turn ask state replay replayed "
+    "compaction cause err stopReason at"
+).split()
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+DONE_REASONS = {
+    "end_turn": "end_turn",
+    "cancelled": "cancelled",
+    "interrupted": "cancelled",
+    "max_output": "max_tokens",
+    "max_turns": "max_turn_requests",
+    "handoff": "handoff",
+}
+ERROR_CLASSES = {
+    "context_exhausted": "context_too_large",
+    "model_unavailable": "provider",
+    "error": "provider",
+}
+SPEND_KEYS = ("input", "output", "reasoning", "cacheRead", "cacheCreation", "costPicoUsd", "unpriced")
+USAGE_KEYS = (
+    ("input", "input_tokens"),
+    ("output", "output_tokens"),
+    ("reasoning", "reasoning_tokens"),
+    ("cacheRead", "cache_read_tokens"),
+    ("cacheCreation", "cache_write_tokens"),
+)
+Rules = Callable[[str, dict[str, Any]], list[str]]
+
+
+def craze_event(type: str, **fields: Any) -> JsonObj:
+    """One craze event: `type` first, then the schema's order; zero values omitted."""
+    out: JsonObj = {"type": type}
+    for key in ORDER[1:]:
+        v = fields.get(key)
+        if v is not None and v != "" and v is not False and v != []:
+            out[key] = v
+    return out
+
+
+def _engine_rules(tool: str, args: dict[str, Any]) -> list[str]:
+    # A pure function of the engine's (no I/O): the rules an approver may remember.
+    from ..engine.permissions import suggested_rules
+
+    return suggested_rules(tool, args)
+
+
+def _zero_spend() -> JsonObj:
+    return {k: (False if k == "unpriced" else 0) for k in SPEND_KEYS}
+
+
+class CrazeMapper(Mapper):
+    def __init__(self, *, suggested_rules: Rules | None = None) -> None:
+        super().__init__()
+        self._rules = suggested_rules or _engine_rules
+        self.turn_id: str | None = None
+        self.rows: dict[str, JsonObj] = {}  # call id → its row as last published (no `at`)
+        self.inputs: dict[str, tuple[str, dict[str, Any]]] = {}  # call id → (tool, args)
+        self.asks: dict[str, str] = {}  # open ask id → kind, in opening order
+        self.grant: tuple[str, JsonObj] | None = None  # a grant whose ending awaits its rule
+        self.options: dict[str, list[JsonObj]] = {}  # challenge id → its options
+        self.deltas = Deltas()
+        self.cancelling = False
+        self.budget: Mapping[str, Any] | None = None
+        self.http_status = 0
+        self.spend_turn, self.spend_all = _zero_spend(), _zero_spend()
+        self.children: dict[str, JsonObj] = {}  # child thread id → its subagent row
+        self._at: str | None = None
+
+    # ------------------------------------------------------------------ emit helpers
+    def _out(self, type: str, **fields: Any) -> None:
+        self._emit(craze_event(type, at=self._at, **fields))
+
+    def _publish(self, call_id: str, **changes: Any) -> None:
+        old = self.rows.get(call_id)
+        if old is not None and old.get("status") in TERMINAL:
+            return  # a terminal row is never overwritten by a late update
+        row = dict(old or {"id": call_id})
+        for k, v in changes.items():
+            if v is None or v == "" or v == [] or v is False:
+                row.pop(k, None)
+            else:
+                row[k] = v
+        if row == old:
+            return  # identical re-publishes are suppressed
+        self.rows[call_id] = row
+        tool = {k: row[k] for k in TOOL_ORDER if k in row}
+        if self._at:
+            tool["at"] = self._at
+        self._out("tool", tool=tool)
+
+    # ------------------------------------------------------------------ inputs
+    def _on_event(self, ev: Mapping[str, Any]) -> None:
+        typ = str(ev.get("type"))
+        data = _obj(ev.get("data"))
+        self._at = rfc3339(ev.get("time"))
+        if self.grant is not None and not (
+            typ == "permission_rule_added" and data.get("challenge_id") == self.grant[0]
+        ):
+            self._end_grant(None)
+        handler = getattr(self, "_ev_" + typ, None)
+        if handler is not None:
+            handler(ev, data)
+
+    def _on_delta(self, rid: str, text: str, offset: int | None, thinking: bool) -> None:
+        if self.turn_id is None:
+            return
+        chunk = self.deltas.take(rid, text, offset, thinking)
+        if chunk:
+            self._emit(craze_event("thought" if thinking else "text", text=chunk))
+
+    def _on_status(self, status: str, until: Any) -> None:
+        if status == "retry_wait" and self.turn_id is not None:
+            when = rfc3339(until)
+            detail = f"retrying at {when}" if when else "retrying"
+            self._emit(craze_event("meta", state={"reason": "retry_wait", "detail": detail}))
+
+    def _on_result(self, run_id: str, outcome: Mapping[str, Any]) -> None:
+        status = outcome.get("status")
+        if self.turn_id is None or status not in ("failed", "cancelled", "budget_exhausted"):
+            return
+        self._at = None
+        err = _obj(outcome.get("error"))
+        if status == "cancelled":
+            self._end_turn("cancelled", None)
+        else:
+            code = str(err.get("code", status))
+            self._end_turn(None, {"message": str(err.get("message", code)), "class": "other", "code": 0})
+
+    # ------------------------------------------------------------------ turns and text
+    def _ev_user_input(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        if self.turn_id is not None:
+            self._end_turn("cancelled", None, synthetic=True)
+        self.turn_id = f"turn-{ev['seq']}"
+        self.spend_turn = _zero_spend()
+        turn = {"id": self.turn_id, "phase": "started", "text": _input_text(d), "origin": "submit"}
+        self._out("turn", turn=_clean(turn))
+
+    def _ev_steer(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        self._out("user", text=_input_text(d), interjection=True)
+
+    def _ev_model_request(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        rid = str(ev.get("event_id"))
+        held = self.deltas.request(rid, str(d.get("purpose", "turn")))
+        if not self.deltas.is_turn(rid):
+            self._out("compaction", compaction={"phase": "started", "reason": "auto"})
+        for text, offset, thinking in held:
+            self._on_delta(rid, text, offset, thinking)
+
+    def _ev_model_response(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        rid = str(d.get("request_event_id"))
+        shown = self.deltas.close(rid)
+        if not self.deltas.is_turn(rid):
+            return
+        content = [p for p in _list(d.get("content")) if isinstance(p, dict)]
+        texts = iter(
+            remainders([str(p.get("text", "")) for p in content if p.get("type") == "text"], shown.text)
+        )
+        thoughts = iter(
+            remainders([_summary(p) for p in content if p.get("type") == "reasoning"], shown.thinking)
+        )
+        for i, part in enumerate(content):
+            kind = part.get("type")
+            if kind == "text":
+                rest = next(texts)
+                if part.get("text"):
+                    self._out("text", text=rest)
+            elif kind == "reasoning":
+                rest = next(thoughts)
+                if _summary(part):
+                    self._out("thought", text=rest)
+            elif kind == "tool_use":
+                self._tool_use(str(part.get("call_id")), str(part.get("name")), part.get("input") or {})
+            elif kind == "hosted_tool":
+                name = str(part.get("name"))
+                kind_ = t.kind_of(name) if t.kind_of(name) in ("fetch", "search") else "other"
+                self._publish(f"{rid}#{i}", name=name, toolName=name, kind=kind_, status="completed")
+        self._usage(d.get("usage"))
+
+    _ev_model_response_recovered = _ev_model_response
+
+    def _ev_model_attempt_abandoned(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        self.deltas.close(str(d.get("request_event_id")))
+        if isinstance(d.get("http_status"), int):
+            self.http_status = d["http_status"]
+
+    def _usage(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        for spend in (self.spend_turn, self.spend_all):
+            for key, field in USAGE_KEYS:
+                v = usage.get(field)
+                if isinstance(v, int):
+                    spend[key] += v
+            spend["unpriced"] = True  # a run stream carries no price table
+        ctx = sum(v for v in (usage.get("input_tokens"), usage.get("output_tokens")) if isinstance(v, int))
+        state = {
+            "usage": {
+                "contextTokens": ctx,
+                "contextWindow": 0,
+                "turn": dict(self.spend_turn),
+                "session": dict(self.spend_all),
+            }
+        }
+        self._out("meta", state=state)
+
+    def _ev_turn_completed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        reason = str(d.get("reason"))
+        if reason in DONE_REASONS:
+            self._end_turn(DONE_REASONS[reason], None)
+            return
+        cls = ERROR_CLASSES.get(reason, "other")
+        code = self.http_status if reason == "model_unavailable" else 0
+        message = f"turn ended: {reason}" + (f" ({d['code']})" if d.get("code") else "")
+        if reason == "error" and d.get("code"):
+            cls = "other"
+        if reason == "budget_exhausted" and self.budget is not None:
+            b = self.budget
+            message = f"budget exceeded: {b.get('limit')} {b.get('observed')}/{b.get('limit_value')}"
+        self._end_turn(None, {"message": message, "class": cls, "code": code})
+
+    def _end_turn(self, stop: str | None, err: JsonObj | None, *, synthetic: bool = False) -> None:
+        if self.turn_id is None:
+            return
+        if self.grant is not None:
+            self._end_grant(None)
+        for ask_id, kind in list(self.asks.items()):
+            self._end_ask(ask_id, kind, outcome="turn_ended", by="turn")
+        for call_id, row in list(self.rows.items()):
+            if row.get("status") not in TERMINAL and row.get("contentText") != "deferred":
+                self._publish(call_id, status="cancelled")
+        if err is None:
+            self._out("done", stopReason=stop)
+            turn = {"id": self.turn_id, "phase": "ended", "stopReason": stop, "synthetic": synthetic}
+        else:
+            self._out("error", err=err)
+            turn = {
+                "id": self.turn_id,
+                "phase": "ended",
+                "errClass": err["class"],
+                "err": err["message"],
+            }
+        self._out("turn", turn=_clean(turn))
+        self.turn_id = None
+        self.cancelling = False
+        self.budget = None
+        self.rows = {k: v for k, v in self.rows.items() if v.get("status") not in TERMINAL}
+
+    def _ev_budget_exceeded(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        self.budget = d
+
+    def _ev_cancel_requested(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        self.cancelling = True
+        for ask_id, kind in list(self.asks.items()):
+            self._end_ask(ask_id, kind, outcome="cancelled", by="cancel")
+
+    # ------------------------------------------------------------------ tools
+    def _tool_use(self, call_id: str, name: str, args: Any) -> None:
+        args = args if isinstance(args, dict) else {}
+        self.inputs[call_id] = (name, args)
+        self._publish(
+            call_id,
+            name=name,
+            toolName=name,
+            kind=t.kind_of(name),
+            title=t.title_of(name, args),
+            rawInput=t.raw_input(args),
+            locations=t.locations_of(args),
+            status="pending",
+            task={} if t.is_task(name) else None,
+        )
+
+    def _ev_tool_call(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        call_id, name = str(d.get("call_id")), str(d.get("name"))
+        if call_id not in self.rows:
+            self._tool_use(call_id, name, d.get("input"))
+
+    def _ev_permission_decision(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        call_id = str(d.get("call_id"))
+        if d.get("decision") == "allow":
+            self._publish(call_id, status="in_progress")
+        elif d.get("decision") == "deny":
+            why = d.get("reason") or f"denied by {d.get('source')}" + (
+                f" ({d['rule_id']})" if d.get("rule_id") else ""
+            )
+            self._publish(call_id, contentText=str(why))
+
+    def _ev_effect_begin(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        self._publish(str(d.get("call_id")), status="in_progress")
+
+    def _ev_effect_unknown(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        self._publish(str(d.get("call_id")), contentText=f"outcome unknown: {d.get('reason')}")
+
+    def _ev_effect_resolved(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        call_id = str(d.get("call_id"))
+        key = next(
+            (k for k, kind in self.asks.items() if kind == "effect" and k.endswith(":" + call_id)), None
+        )
+        if key is not None:
+            if d.get("by") == "human":
+                self._end_ask(key, "effect", outcome="answered", by="client", option=str(d.get("outcome")))
+            else:
+                self._end_ask(key, "effect", outcome="automatic", by="provider")
+        self._publish(call_id, contentText=f"resolved: {d.get('outcome')}")
+
+    def _ev_tool_result(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        call_id, origin = str(d.get("call_id")), d.get("origin", "executed")
+        if origin == "answered" and call_id in self.asks:
+            self._end_question(call_id, t.result_text(d))
+        if origin == "deferred":
+            self._publish(call_id, status="in_progress", contentText="deferred")
+            return
+        if origin == "interrupted" or (origin == "not_executed" and self.cancelling):
+            status = "cancelled"
+        elif origin in ("denied", "not_executed") or d.get("is_error"):
+            status = "failed"
+        else:
+            status = "completed"
+        self._result(call_id, d, status)
+
+    def _ev_tool_result_late(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        self._result(str(d.get("call_id")), d, "failed" if d.get("is_error") else "completed")
+
+    def _result(self, call_id: str, d: Mapping[str, Any], status: str) -> None:
+        content, cut = t.tail_bytes(t.result_text(d))
+        truncated = cut or "ref" in d or d.get("completeness") == "partial"
+        output = {k: v for k, v in (("content", content), ("truncated", truncated)) if v}
+        row = self.rows.get(call_id, {})
+        keep = row.get("contentText") if status == "failed" and row.get("contentText") != "deferred" else None
+        self._publish(call_id, status=status, output=output or None, contentText=keep)
+
+    def _ev_todos_updated(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        todos = [
+            {"id": str(x.get("id")), "content": str(x.get("content")), "status": str(x.get("status"))}
+            for x in _list(d.get("todos"))
+            if isinstance(x, dict)
+        ]
+        self._out("todos", todos=todos)
+
+    # ------------------------------------------------------------------ asks
+    def _ev_approval_requested(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        cid, call_id = str(d.get("challenge_id")), str(d.get("call_id"))
+        name, args = self.inputs.get(call_id, ("tool", {}))
+        options = [{"optionId": "grant", "name": "Allow", "kind": "allow_once"}]
+        for rule in self._rules(name, args):
+            options.append(
+                {"optionId": f"remember:{rule}", "name": f"Always allow {rule}", "kind": "allow_always"}
+            )
+        options.append({"optionId": "deny", "name": "Deny", "kind": "reject_once"})
+        self.options[cid] = options
+        self.asks[cid] = "permission"
+        self._out("permission", permission={"id": cid, "tool": t.label_of(name, args), "options": options})
+
+    def _ev_approval_granted(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        self.grant = (str(d.get("challenge_id")), dict(d))
+        self._publish(str(d.get("call_id")), status="in_progress")
+
+    def _ev_permission_rule_added(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        if self.grant is not None and d.get("challenge_id") == self.grant[0]:
+            self._end_grant(str(d.get("rule")))
+
+    def _end_grant(self, rule: str | None) -> None:
+        assert self.grant is not None
+        cid, _ = self.grant
+        self.grant = None
+        if cid in self.asks:
+            self._end_ask(
+                cid,
+                "permission",
+                outcome="answered",
+                by="client",
+                option=f"remember:{rule}" if rule else "grant",
+            )
+
+    def _ev_approval_denied(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        cid = str(d.get("challenge_id"))
+        if cid not in self.asks:
+            return
+        if d.get("reason") == "expired":
+            self._end_ask(cid, "permission", outcome="cancelled", by="call")
+        else:
+            self._end_ask(cid, "permission", outcome="answered", by="client", option="deny")
+
+    def _ev_parked(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        addr = _obj(d.get("address"))
+        ask_id = str(addr.get("id"))
+        if addr.get("kind") == "input" and ask_id not in self.asks:
+            self.asks[ask_id] = "question"
+            self._out("question", question=_question(ask_id, self.inputs.get(ask_id, ("ask_user", {}))[1]))
+        elif addr.get("kind") == "effect" and ask_id not in self.asks:
+            self.asks[ask_id] = "effect"
+            name, args = self.inputs.get(ask_id.rpartition(":")[2], ("tool", {}))
+            options = [
+                {"optionId": "assume_done", "name": "It took effect", "kind": "allow_once"},
+                {"optionId": "assume_not_done", "name": "It did not: run it again", "kind": "reject_once"},
+            ]
+            self.options[ask_id] = options
+            label = f"Did {t.label_of(name, args)} take effect?"
+            self._out("permission", permission={"id": ask_id, "tool": label, "options": options})
+
+    def _end_question(self, call_id: str, answer: str) -> None:
+        args = self.inputs.get(call_id, ("ask_user", {}))[1]
+        opts = [str(o) for o in _list(args.get("options")) if isinstance(o, str)]
+        folded = [o.strip().casefold() for o in opts]
+        chosen = [
+            f"o{folded.index(a.strip().casefold()) + 1}"
+            for a in answer.split("\n")
+            if a.strip().casefold() in folded
+        ]
+        self._end_ask(call_id, "question", outcome="answered", by="client", answers={"q1": chosen})
+
+    def _end_ask(
+        self, ask_id: str, kind: str, *, outcome: str, by: str, option: str | None = None, answers: Any = None
+    ) -> None:
+        self.asks.pop(ask_id, None)
+        ask: JsonObj = {
+            "id": ask_id,
+            "kind": "permission" if kind == "effect" else kind,
+            "outcome": outcome,
+            "by": by,
+        }
+        if option is not None:
+            ask["optionId"] = option
+        if answers is not None:
+            ask["answers"] = answers
+        if option is not None:
+            label = next((o["name"] for o in self.options.get(ask_id, []) if o["optionId"] == option), None)
+            ask["label"] = label or option
+        self._out("ask", ask=ask)
+
+    # ------------------------------------------------------------------ state
+    def _ev_settings_changed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        s = _obj(d.get("settings"))
+        model = _obj(s.get("model"))
+        params = _obj(s.get("model_params"))
+        options = [
+            {"id": k, "name": k, "current": v if isinstance(v, str) else _json(v)}
+            for k, v in sorted(params.items())
+        ]
+        state = {
+            "model": f"{model.get('provider')}/{model.get('name')}",
+            "config": {"options": options} if options else {},
+        }
+        self._out("meta", state=state)
+
+    def _ev_mode_changed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        mode = str(d.get("to"))
+        actor = _obj(ev.get("actor"))
+        agent_initiated = actor.get("kind") not in ("user", "approver")
+        self._out("meta", mode=mode if agent_initiated else None, state={"mode": mode})
+
+    # ------------------------------------------------------------------ subagents, compaction
+    def _ev_agent_spawned(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        child, call_id = str(d.get("child_thread_id")), str(d.get("call_id"))
+        background = d.get("mode") == "background"
+        row = {
+            "id": child,
+            "toolCallId": call_id,
+            "subagentType": str(d.get("agent_name")),
+            "status": "running",
+        }
+        row.update(_clean({"startedAt": self._at, "background": background, "time": ev.get("time")}))
+        self.children[child] = row
+        self._out("subagent", subagent=_subagent(row), subagentChange="spawned")
+        task = _clean({"agentId": child, "subagentType": row["subagentType"], "background": background})
+        self._publish(call_id, task=task, kind="task")
+
+    def _ev_agent_finished(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        child = str(d.get("child_thread_id"))
+        row = self.children.pop(child, {"id": child})
+        status = {"budget_exhausted": "failed"}.get(str(d.get("status")), str(d.get("status")))
+        row["status"] = status
+        if d.get("status") == "budget_exhausted":
+            row["error"] = "budget exhausted"
+        usage = _obj(d.get("usage"))
+        row["tokensUsed"] = sum(
+            v for v in (usage.get("input_tokens"), usage.get("output_tokens")) if isinstance(v, int)
+        )
+        started, now = row.get("time"), ev.get("time")
+        duration = now - started if isinstance(started, int) and isinstance(now, int) else 0
+        row.update(_clean({"endedAt": self._at, "durationMs": max(duration, 0)}))
+        self._out("subagent", subagent=_subagent(row), subagentChange="finished")
+        call_id = row.get("toolCallId")
+        if isinstance(call_id, str) and call_id in self.rows:
+            task = dict(self.rows[call_id].get("task", {}))
+            task.update(_clean({"status": status, "durationMs": row.get("durationMs"), "receipt": True}))
+            self._publish(call_id, task=task)
+
+    def _ev_compacted(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        reason = {"threshold": "auto", "reactive": "overflow", "manual": "manual"}.get(
+            str(d.get("trigger")), "auto"
+        )
+        self._out("compaction", compaction={"phase": "ended", "reason": reason})
+
+    def _ev_compaction_failed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        self._out("compaction", compaction={"phase": "ended", "err": f"{d.get('stage')}: {d.get('reason')}"})
+
+
+TOOL_ORDER = "id name status kind title toolName rawInput contentText locations output diffs task".split()
+SUBAGENT_ORDER = (
+    "id attemptId parentId toolCallId description subagentType model status error prompt output "
+    "activity startedAt endedAt durationMs toolCalls turns tokensUsed toolsUsed transcript background"
+).split()
+
+
+def _subagent(row: Mapping[str, Any]) -> JsonObj:
+    return {k: row[k] for k in SUBAGENT_ORDER if k in row and row[k] not in (None, "", 0, False, [])}
+
+
+def _clean(d: Mapping[str, Any]) -> JsonObj:
+    return {k: v for k, v in d.items() if v is not None and v != "" and v is not False and v != []}
+
+
+def _summary(part: Mapping[str, Any]) -> str:
+    s = part.get("summary")
+    return s if isinstance(s, str) else ""
+
+
+def _input_text(d: Mapping[str, Any]) -> str:
+    if isinstance(d.get("text"), str):
+        return str(d["text"])
+    parts = _list(d.get("content"))
+    return "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text")
+
+
+def _question(call_id: str, args: Mapping[str, Any]) -> JsonObj:
+    prompt = str(args.get("question", ""))
+    opts = [o for o in _list(args.get("options")) if isinstance(o, str)]
+    item = _clean(
+        {
+            "id": "q1",
+            "prompt": prompt,
+            "options": [{"id": f"o{i}", "label": o} for i, o in enumerate(opts, 1)],
+            "allowMultiple": bool(args.get("multi_select")),
+        }
+    )
+    return (
+        {"id": call_id, "title": prompt, "questions": [item]}
+        if prompt
+        else {"id": call_id, "questions": [item]}
+    )
+
+
+def _json(v: Any) -> str:
+    import json
+
+    return json.dumps(v, separators=(",", ":"), sort_keys=True)
+
+
+def _obj(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
