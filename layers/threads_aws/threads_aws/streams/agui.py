@@ -60,6 +60,18 @@ ERROR_CODES = frozenset(
         "stop_hook_limit",
     }
 )
+OPENERS = {
+    "TEXT_MESSAGE_START": "text",
+    "TOOL_CALL_START": "tool",
+    "REASONING_START": "reasoning",
+    "REASONING_MESSAGE_START": "reasoning_message",
+}
+CLOSERS = {
+    "TEXT_MESSAGE_END": "text",
+    "TOOL_CALL_END": "tool",
+    "REASONING_END": "reasoning",
+    "REASONING_MESSAGE_END": "reasoning_message",
+}
 USAGE_KEYS = (
     ("inputTokens", "input_tokens"),
     ("outputTokens", "output_tokens"),
@@ -210,19 +222,25 @@ class AgUiMapper(Mapper):
             self._finish("RUN_ERROR", message=str(err.get("message", code)), code=code)
 
     def preamble(self, seen: list[Out]) -> list[Out]:
-        """Reopen, for a new connection, what the events the client already has left open."""
+        """Reopen, for a new connection, what the outputs the client already has left open: the
+        run, its step, and a message or tool call a cursor inside a group cut through."""
         run: JsonObj | None = None
         step: str | None = None
+        opened: dict[tuple[str, str], JsonObj] = {}  # (kind, id) → its opening event
         for o in seen:
-            typ = o.data["type"]
+            typ = str(o.data["type"])
             if typ == "RUN_STARTED":
                 run = {"threadId": o.data["threadId"], "runId": o.data["runId"]}
             elif typ in ("RUN_FINISHED", "RUN_ERROR"):
-                run = None
+                run, step, opened = None, None, {}
             elif typ == "STEP_STARTED":
                 step = o.data["stepName"]
             elif typ == "STEP_FINISHED":
                 step = None
+            elif typ in OPENERS:
+                opened[(OPENERS[typ], _ident(o.data))] = {k: v for k, v in o.data.items() if k != "timestamp"}
+            elif typ in CLOSERS:
+                opened.pop((CLOSERS[typ], _ident(o.data)), None)
         if run is None:
             return []
         out = [
@@ -231,6 +249,7 @@ class AgUiMapper(Mapper):
         ]
         if step is not None:
             out.append(Out({"type": "STEP_STARTED", "stepName": step}))
+        out.extend(Out(data) for data in opened.values())
         return out
 
     # ------------------------------------------------------------------ run boundaries
@@ -579,6 +598,10 @@ def _engine_rules(tool: str, args: dict[str, Any]) -> list[str]:
     from ..engine.permissions import suggested_rules  # pure (no I/O)
 
     return suggested_rules(tool, args)
+
+
+def _ident(data: Mapping[str, Any]) -> str:
+    return str(data.get("toolCallId") or data.get("messageId"))
 
 
 def _copy(v: Any) -> Any:
