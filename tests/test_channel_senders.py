@@ -203,6 +203,13 @@ def test_slack_read_failures_are_retryable_never_unknown(slack):
         _slack(slack).lookup("D1", call_id=CALL, since_ms=0)
 
 
+def test_slack_lookup_refused_by_slack_is_unknown(slack):
+    slack.fail("conversations.replies", "error:missing_scope")
+    assert _slack(slack).lookup("C1:1790000000.000100", call_id=CALL, since_ms=0).outcome == "unknown"
+    # no such thread and nothing in it: Slack answers thread_not_found, which proves nothing
+    assert _slack(slack).lookup("C1:1790000000.000100", call_id=CALL, since_ms=0).outcome == "unknown"
+
+
 def test_connection_refused_is_retryable_not_sent():
     sender = SlackSender(DEFAULT_TOKEN, base_url=f"http://127.0.0.1:{_free_port()}/api/", timeout_s=0.5)
     with pytest.raises(SendRetryable, match="connect"):

@@ -6,7 +6,9 @@ Every post carries message ``metadata`` ``{event_type: threads_channel_send, eve
 by reading the conversation (``conversations.replies`` for a thread, ``conversations.history``
 for a top-level conversation) from the effect's begin time with ``include_all_metadata`` and
 matching that call id: ``found`` → the receipt; the walk reached the end without it →
-``not_found`` (safe to resend); the walk hit its page bound → ``unknown`` (park).
+``not_found`` (safe to resend); the walk hit its page bound, or Slack refused the read
+(``missing_scope``, ``thread_not_found``…) → ``unknown`` (park); a transient read failure raises
+``SendRetryable`` (look again later).
 
 Classification (``errors``): HTTP 429 / ``ratelimited`` → retryable with ``Retry-After``;
 ``service_unavailable``, ``request_timeout`` (Slack did not get the whole request) → retryable;
@@ -191,7 +193,10 @@ class SlackSender:
         if thread_ts:
             method, args["ts"] = "conversations.replies", thread_ts
         for _ in range(self.lookup_pages):
-            doc = self.call(method, args, effectful=False)
+            try:
+                doc = self.call(method, args, effectful=False)
+            except SendRejected:  # missing_scope, thread_not_found, not_in_channel: can't tell
+                return LookupResult("unknown")
             for msg in doc.get("messages") or []:
                 found = _match(msg, call_id, channel)
                 if found is not None:

@@ -100,6 +100,10 @@ class FakeServer:
         self._thread.start()
         return self
 
+    def serve_forever(self) -> None:
+        """Serve in the calling thread (``python -m threads_aws.fakes.<name>``)."""
+        self._server.serve_forever()
+
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()

@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     fake = FakeSlack(tokens=args.token or [DEFAULT_TOKEN], port=args.port)
     print(f"fake slack: SLACK_API_URL={fake.url}", flush=True)
-    fake._server.serve_forever()
+    fake.serve_forever()
 
 
 if __name__ == "__main__":

@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
     )
     print(f"fake whatsapp: WHATSAPP_API_URL={fake.url}", flush=True)
-    fake._server.serve_forever()
+    fake.serve_forever()
 
 
 if __name__ == "__main__":
