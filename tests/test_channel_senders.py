@@ -338,3 +338,59 @@ def test_service_window():
     assert within_service_window(1_000, 1_000 + 23 * 3600 * 1000)
     assert not within_service_window(1_000, 1_000 + 24 * 3600 * 1000)
     assert not within_service_window(None, 0)
+
+
+def test_fake_control_endpoints_over_http(slack):
+    import json as _json
+    import urllib.request
+
+    def post(path: str, doc: dict) -> dict:
+        req = urllib.request.Request(
+            slack.origin + path, _json.dumps(doc).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return _json.loads(r.read())
+
+    assert post("/_fake/fail", {"method": "chat.postMessage", "mode": "error:channel_not_found"}) == {
+        "ok": True
+    }
+    with pytest.raises(SendRejected, match="channel_not_found"):
+        _slack(slack).send("D1", {"kind": "text", "text": "x"}, call_id=CALL)
+    _slack(slack).send("D1", {"kind": "text", "text": "y"}, call_id=CALL)
+    with urllib.request.urlopen(slack.origin + "/_fake/requests", timeout=5) as r:
+        seen = _json.loads(r.read())
+    assert [s["path"] for s in seen] == ["/api/chat.postMessage", "/api/chat.postMessage"]
+    post("/_fake/reset", {})
+    assert slack.requests == [] and slack.bot_messages() == []
+
+
+def test_fakes_run_as_their_own_process():
+    import subprocess
+    import sys
+
+    for module, var in (
+        ("threads_aws.fakes.slack", "SLACK_API_URL"),
+        ("threads_aws.fakes.whatsapp", "WHATSAPP_API_URL"),
+    ):
+        port = _free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, "--port", str(port)], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            line = proc.stdout.readline() if proc.stdout else ""
+            assert f"{var}=http://127.0.0.1:{port}/" in line
+            if module.endswith("slack"):
+                assert (
+                    SlackSender(DEFAULT_TOKEN, base_url=f"http://127.0.0.1:{port}/api/").auth_test()["ok"]
+                    is True
+                )
+            else:
+                sender = WhatsAppSender(
+                    WA_TOKEN, DEFAULT_PHONE_NUMBER_ID, base_url=f"http://127.0.0.1:{port}/"
+                )
+                assert sender.send("1555", {"kind": "text", "text": "x"}, call_id=CALL).message_id.startswith(
+                    "wamid."
+                )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
