@@ -306,8 +306,8 @@ def test_inbox_item_json_round_trip_and_delivery_data():
 
 
 def test_channel_delivery_data_is_a_valid_event():
+    from threads_aws.core._validators import EVENT_VALIDATORS
     from threads_aws.core.canonical import new_uuid7
-    from threads_aws.core.schema import check_event
 
     item = SlackAdapter().parse(_req(_msg())).items[0]
     event = {
@@ -327,4 +327,6 @@ def test_channel_delivery_data_is_a_valid_event():
         },
         "data": item.channel_delivery_data("slack"),
     }
-    assert check_event(event, 1) is True
+    EVENT_VALIDATORS["channel_delivery"](event)  # raises SchemaError on any mismatch
+    with pytest.raises(Exception, match="item_key"):
+        EVENT_VALIDATORS["channel_delivery"]({**event, "data": {**event["data"], "item_key": ""}})
