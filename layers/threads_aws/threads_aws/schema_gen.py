@@ -32,7 +32,11 @@ How the code is specialised:
   when a branch needs statements), never to exceptions; a `oneOf` whose branches are objects
   that all require a key pinned by distinct string consts (the Part unions) dispatches on it;
   a `oneOf` of branches with disjoint types is an `or`;
-- anchored patterns `^X\\Z` without a top-level `|` become `fullmatch(X)`.
+- anchored patterns `^X\\Z` without a top-level `|` become `fullmatch(X)`;
+- in the line validators, an object's required properties that are only such a pattern (ids,
+  hashes: four or five per event envelope) are first proven valid together, by one `fullmatch`
+  of their values joined by newlines (none of these patterns can match one); only when that
+  fails does each property's own check run, in its usual place, to name the failure.
 Keywords outside the set this contract uses raise NotImplementedError at generation time.
 """
 
@@ -264,9 +268,15 @@ def _path_expr(path: Path_) -> str:
     return 'f"' + "".join(parts).replace('"', '\\"') + '"'
 
 
+_BATCHABLE = re.compile(r"[\[\]{},0-9A-Za-z_-]+")  # classes, ranges, counts: none can match "\n"
+
+
 class Gen:
-    def __init__(self, defs: dict[str, Any]) -> None:
+    def __init__(self, defs: dict[str, Any], *, batch_patterns: bool = False) -> None:
         self.defs = defs
+        self.batch_patterns = batch_patterns
+        self.batch_consts: dict[str, str] = {}
+        self.batch_flags = 0
         self.consts: dict[str, str] = {}  # source -> name
         self.const_lines: list[str] = []
         self.funcs: dict[str, str] = {}  # name -> code
@@ -488,6 +498,45 @@ class Gen:
         if inner is not None:
             return self.const(f"re.compile({inner!r})", "RE"), "fullmatch"
         return self.const(f"re.compile({pat!r})", "RE"), "search"
+
+    @staticmethod
+    def _batchable(n: Node) -> str | None:
+        """The fullmatch regex of a node that is only `type: string` + one pattern, if that
+        regex cannot match a newline (so values joined by newlines match as one string)."""
+        if not (
+            n.types == frozenset({"string"})
+            and len(n.patterns) == 1
+            and n.min_len is None
+            and n.max_len is None
+            and not (n.consts or n.enums or n.false or n.has_object() or n.has_array())
+            and not (n.has_number() or n.has_combinators())
+        ):
+            return None
+        inner = _fullmatch_inner(DOLLAR_FINDER.sub(r"\\Z", n.patterns[0]))
+        return inner if inner is not None and _BATCHABLE.fullmatch(inner) else None
+
+    def emit_batch(
+        self, code: Code, ind: int, loaded: dict[str, str], children: dict[str, Node]
+    ) -> dict[str, str]:
+        """One regex call for the required string properties that are only a pattern: a
+        `fullmatch` of their values joined by newlines. It only ever proves them valid; when it
+        fails, each property's own check runs where it always does and names the failure, so
+        verdicts and messages are unchanged. Returns key -> the flag variable."""
+        keys = [k for k in sorted(loaded) if self._batchable(children[k]) is not None]
+        if not self.batch_patterns or len(keys) < 2:
+            return {}
+        # Own counters: the names of every other constant and variable stay as they were.
+        src = f"re.compile({chr(10).join(f'(?:{self._batchable(children[k])})' for k in keys)!r})"
+        if src not in self.batch_consts:
+            self.batch_consts[src] = f"_RB{len(self.batch_consts) + 1}"
+            self.const_lines.append(f"{self.batch_consts[src]} = {src}")
+        rx = self.batch_consts[src]
+        self.batch_flags += 1
+        flag = f"ok{self.batch_flags}"
+        types = " and ".join(f"type({loaded[k]}) is str" for k in keys)
+        joined = "\\n".join("{" + loaded[k] + "}" for k in keys)
+        code.add(ind, f'{flag} = {types} and {rx}.fullmatch(f"{joined}") is not None')
+        return dict.fromkeys(keys, flag)
 
     def scalar_atoms(self, n: Node, v: str, known: frozenset[str] | None) -> list[tuple[str, str]]:
         """(condition, message) pairs for n's type/const/enum/string/number keywords, in order.
@@ -730,9 +779,15 @@ class Gen:
             else:
                 code.add(ind, f"if not {self.frozen(n.allowed)}.issuperset({v}):")
                 self.fail(code, ind + 1, mode, path, "must not contain additional properties")
+        batched = self.emit_batch(code, ind, loaded, children)
         for k in sorted(set(children) | (set(n.allowed or ()) - n.required if counted else set())):
             child = children.get(k)
             cpath = (*path, "." + k)
+            if k in batched:
+                assert child is not None
+                code.add(ind, f"if not {batched[k]}:")
+                self.emit(code, ind + 1, child, loaded[k], cpath, mode, None)
+                continue
             if k in loaded:
                 assert child is not None
                 self.emit(code, ind, child, loaded[k], cpath, mode, None)
@@ -899,7 +954,7 @@ def module(header: str, runtime_from: str, gen: Gen, table_name: str, table: dic
 
 def generate(schemas_dir: Path | None = None) -> str:
     defs, roots, types = load(schemas_dir)
-    gen = Gen(defs)
+    gen = Gen(defs, batch_patterns=True)
     for entry, schema in roots.items():
         gen.root(entry, schema)
     return module(

@@ -5,6 +5,7 @@ import re
 from ._schema_rt import SchemaError, _idx, _is_frac, _is_int, _is_num, _num_eq
 
 
+_RB1 = re.compile('(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\n(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\n(?:[0-9a-f]{64})\n(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\n(?:[a-z][a-z0-9_]{0,63})')
 _E1 = frozenset({'approver', 'channel', 'host', 'model', 'recovery', 'scheduler', 'tool', 'user'})
 _K2 = frozenset({'issuer', 'subject', 'tenant'})
 _K3 = frozenset({'kind', 'principal'})
@@ -12,8 +13,10 @@ _RE4 = re.compile('[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
 _RE5 = re.compile('[0-9a-f]{64}')
 _RE6 = re.compile('[a-z][a-z0-9_]{0,63}')
 _K7 = frozenset({'actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'})
+_RB2 = re.compile('(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\n(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\n(?:[0-9a-f]{64})\n(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})')
 _K8 = frozenset({'name', 'settings', 'version'})
 _K9 = frozenset({'name', 'provider'})
+_RB3 = re.compile('(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\n(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\n(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})')
 _E10 = frozenset({'handoff', 'subagent'})
 _K11 = frozenset({'branch_id', 'event_id', 'relation', 'thread_id'})
 _K12 = frozenset({'max_cost_nanos', 'max_input_tokens', 'max_model_requests', 'max_output_tokens', 'max_turns', 'max_wall_ms'})
@@ -72,7 +75,9 @@ _E64 = frozenset({'compaction', 'turn'})
 _K65 = frozenset({'attempt', 'declared_prefix', 'input_bound_tokens', 'purpose', 'request_ref'})
 _E66 = frozenset({'complete', 'partial'})
 _K67 = frozenset({'call_id', 'input', 'name', 'type'})
+_RB4 = re.compile('(?:[a-z][a-z0-9_]{0,63})\n(?:[a-z][a-z0-9_]{0,63})')
 _K68 = frozenset({'format', 'model', 'provider', 'ref', 'summary', 'type'})
+_RB5 = re.compile('(?:[a-z][a-z0-9_]{0,63})\n(?:[a-z][a-z0-9_]{0,63})\n(?:[a-z][a-z0-9_]{0,63})')
 _K69 = frozenset({'format', 'model', 'name', 'provider', 'ref', 'type'})
 _E70 = frozenset({'document', 'knowledge', 'tool_result', 'web'})
 _K71 = frozenset({'end', 'start'})
@@ -85,6 +90,7 @@ _E77 = frozenset({'not_billed', 'unknown'})
 _E78 = frozenset({'failed', 'not_sent', 'unknown'})
 _E79 = frozenset({'cancelled', 'crash', 'guardrail', 'overloaded', 'prompt_too_long', 'provider_error', 'rate_limited', 'server_error', 'steered', 'stream_broken', 'timeout'})
 _K80 = frozenset({'billing', 'http_status', 'provider_outcome', 'reason', 'request_event_id', 'retry_after_ms'})
+_RB6 = re.compile('(?:[a-z][a-z0-9_]{0,63})\n(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})')
 _K81 = frozenset({'call_id', 'input', 'name', 'request_event_id'})
 _E82 = frozenset({'allow', 'ask', 'deny'})
 _E83 = frozenset({'default', 'hook', 'mode', 'policy', 'protected_path', 'self_config_guard', 'thread_rule'})
@@ -92,6 +98,7 @@ _K84 = frozenset({'call_id', 'decision', 'mode', 'reason', 'rule_id', 'source'})
 _E85 = frozenset({'allow', 'annotate', 'ask', 'continue', 'deny', 'failed', 'guide', 'proceed', 'redact', 'retry', 'stop'})
 _E86 = frozenset({'after_compact', 'after_model', 'after_model_switch', 'after_tool', 'after_tool_batch', 'before_compact', 'before_input', 'before_model', 'before_model_switch', 'before_tool', 'before_tool_result', 'notification', 'on_stop', 'permission_denied', 'permission_request', 'session_end', 'session_start', 'stop_failure', 'subagent_start', 'subagent_stop'})
 _K87 = frozenset({'call_id', 'decision', 'extension', 'hook', 'input_event_id', 'reason', 'request_event_id'})
+_RB7 = re.compile('(?:[0-9a-f]{64})\n(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})')
 _K88 = frozenset({'args_hash', 'call_id', 'challenge_id', 'expires_at'})
 _K89 = frozenset({'args_hash', 'call_id', 'challenge_id', 'reason'})
 _K90 = frozenset({'attempt', 'call_id'})
@@ -107,6 +114,7 @@ _E99 = frozenset({'assume_done', 'assume_not_done'})
 _E100 = frozenset({'answered', 'deferred', 'denied', 'executed', 'interrupted', 'materialized_from_commit', 'not_executed'})
 _K101 = frozenset({'call_id', 'completeness', 'content', 'is_error', 'origin', 'preview', 'ref'})
 _K102 = frozenset({'call_id', 'completeness', 'content', 'is_error', 'preview', 'ref'})
+_RB8 = re.compile('(?:[0-9a-f]{64})\n(?:[a-z][a-z0-9_]{0,63})')
 _E103 = frozenset({'filesystem', 'filesystem_and_processes', 'full_vm'})
 _K104 = frozenset({'excluded', 'frozen', 'stopped'})
 _K105 = frozenset({'capture_class', 'expires_at', 'knowledge_revision', 'manifest_hash', 'provider', 'quiesced', 'sandbox_id', 'snapshot_id'})
@@ -119,6 +127,7 @@ _E111 = frozenset({'awaiting_approval', 'awaiting_input', 'awaiting_resource', '
 _K112 = frozenset({'address', 'expires_at', 'reason'})
 _K113 = frozenset({'address'})
 _K114 = frozenset({'address', 'cause_event_id'})
+_RB9 = re.compile('(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\n(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})')
 _E115 = frozenset({'manual', 'reactive', 'threshold'})
 _K116 = frozenset({'from_event_id', 'from_seq', 'summary_ref', 'summary_request_event_id', 'to_event_id', 'to_seq', 'trigger'})
 _E117 = frozenset({'thread', 'tree', 'turn'})
@@ -177,6 +186,7 @@ _E169 = frozenset({'threads-aws', 'threads-py', 'threads-ts'})
 _RE170 = re.compile('[0-9]+\\.[0-9]+\\.[0-9]+(-[0-9A-Za-z.-]+)?')
 _K171 = frozenset({'impl', 'version'})
 _K172 = frozenset({'branch_id', 'created_at', 'format', 'format_version', 'thread_id', 'writer'})
+_RB10 = re.compile('(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\n(?:[0-9a-f]{64})')
 _K173 = frozenset({'branch_id', 'format', 'format_version', 'hash', 'seq'})
 
 
@@ -391,18 +401,21 @@ def _v_OutputPart(x):
         except KeyError:
             raise SchemaError('', "must contain ['format', 'model', 'provider', 'ref', 'type'] properties")
         n398 = 5
-        if not (isinstance(v393, str) and _RE6.fullmatch(v393)):
-            if not isinstance(v393, str):
-                raise SchemaError('.format', 'must be string')
-            raise SchemaError('.format', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
+        ok11 = type(v393) is str and type(v395) is str and _RB4.fullmatch(f"{v393}\n{v395}") is not None
+        if not ok11:
+            if not (isinstance(v393, str) and _RE6.fullmatch(v393)):
+                if not isinstance(v393, str):
+                    raise SchemaError('.format', 'must be string')
+                raise SchemaError('.format', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
         if not (isinstance(v394, str) and v394):
             if not isinstance(v394, str):
                 raise SchemaError('.model', 'must be string')
             raise SchemaError('.model', 'must be longer than or equal to 1 characters')
-        if not (isinstance(v395, str) and _RE6.fullmatch(v395)):
-            if not isinstance(v395, str):
-                raise SchemaError('.provider', 'must be string')
-            raise SchemaError('.provider', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
+        if not ok11:
+            if not (isinstance(v395, str) and _RE6.fullmatch(v395)):
+                if not isinstance(v395, str):
+                    raise SchemaError('.provider', 'must be string')
+                raise SchemaError('.provider', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
         if not (isinstance(v396, dict)):
             raise SchemaError('.ref', 'must be object')
         try:
@@ -444,22 +457,26 @@ def _v_OutputPart(x):
             v408 = x['type']
         except KeyError:
             raise SchemaError('', "must contain ['format', 'model', 'name', 'provider', 'ref', 'type'] properties")
-        if not (isinstance(v403, str) and _RE6.fullmatch(v403)):
-            if not isinstance(v403, str):
-                raise SchemaError('.format', 'must be string')
-            raise SchemaError('.format', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
+        ok12 = type(v403) is str and type(v405) is str and type(v406) is str and _RB5.fullmatch(f"{v403}\n{v405}\n{v406}") is not None
+        if not ok12:
+            if not (isinstance(v403, str) and _RE6.fullmatch(v403)):
+                if not isinstance(v403, str):
+                    raise SchemaError('.format', 'must be string')
+                raise SchemaError('.format', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
         if not (isinstance(v404, str) and v404):
             if not isinstance(v404, str):
                 raise SchemaError('.model', 'must be string')
             raise SchemaError('.model', 'must be longer than or equal to 1 characters')
-        if not (isinstance(v405, str) and _RE6.fullmatch(v405)):
-            if not isinstance(v405, str):
-                raise SchemaError('.name', 'must be string')
-            raise SchemaError('.name', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
-        if not (isinstance(v406, str) and _RE6.fullmatch(v406)):
-            if not isinstance(v406, str):
-                raise SchemaError('.provider', 'must be string')
-            raise SchemaError('.provider', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
+        if not ok12:
+            if not (isinstance(v405, str) and _RE6.fullmatch(v405)):
+                if not isinstance(v405, str):
+                    raise SchemaError('.name', 'must be string')
+                raise SchemaError('.name', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
+        if not ok12:
+            if not (isinstance(v406, str) and _RE6.fullmatch(v406)):
+                if not isinstance(v406, str):
+                    raise SchemaError('.provider', 'must be string')
+                raise SchemaError('.provider', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
         if not (isinstance(v407, dict)):
             raise SchemaError('.ref', 'must be object')
         try:
@@ -1334,6 +1351,7 @@ def validate_envelope(x):
         v12 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok1 = type(v2) is str and type(v6) is str and type(v7) is str and type(v9) is str and type(v11) is str and _RB1.fullmatch(f"{v2}\n{v6}\n{v7}\n{v9}\n{v11}") is not None
     if not (isinstance(v1, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -1370,10 +1388,11 @@ def validate_envelope(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v15) - _K2)) + ' properties')
     if len(v1) != n14:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1) - _K3)) + ' properties')
-    if not (isinstance(v2, str) and _RE4.fullmatch(v2)):
-        if not isinstance(v2, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok1:
+        if not (isinstance(v2, str) and _RE4.fullmatch(v2)):
+            if not isinstance(v2, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((v3 is True or v3 is False)):
         raise SchemaError('.critical', 'must be boolean')
     if not (isinstance(v4, dict)):
@@ -1382,30 +1401,34 @@ def validate_envelope(x):
         if not (type(v5) is int or _is_int(v5)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v6, str) and _RE4.fullmatch(v6)):
-        if not isinstance(v6, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v7, str) and _RE5.fullmatch(v7)):
-        if not isinstance(v7, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok1:
+        if not (isinstance(v6, str) and _RE4.fullmatch(v6)):
+            if not isinstance(v6, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok1:
+        if not (isinstance(v7, str) and _RE5.fullmatch(v7)):
+            if not isinstance(v7, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v8) is int or _is_int(v8)) and 1 <= v8 <= 9007199254740991):
         if not (type(v8) is int or _is_int(v8)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v9, str) and _RE4.fullmatch(v9)):
-        if not isinstance(v9, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok1:
+        if not (isinstance(v9, str) and _RE4.fullmatch(v9)):
+            if not isinstance(v9, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v10) is int or _is_int(v10)) and 0 <= v10 <= 9007199254740991):
         if not (type(v10) is int or _is_int(v10)):
             raise SchemaError('.time', 'must be integer')
         raise SchemaError('.time', 'must be in [0, 9007199254740991]')
-    if not (isinstance(v11, str) and _RE6.fullmatch(v11)):
-        if not isinstance(v11, str):
-            raise SchemaError('.type', 'must be string')
-        raise SchemaError('.type', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
+    if not ok1:
+        if not (isinstance(v11, str) and _RE6.fullmatch(v11)):
+            if not isinstance(v11, str):
+                raise SchemaError('.type', 'must be string')
+            raise SchemaError('.type', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
     if not ((type(v12) is int or _is_int(v12)) and 1 <= v12 <= 9007199254740991):
         if not (type(v12) is int or _is_int(v12)):
             raise SchemaError('.type_version', 'must be integer')
@@ -1433,6 +1456,7 @@ def validate_ev_agent_finished(x):
         v1412 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok58 = type(v1402) is str and type(v1406) is str and type(v1407) is str and type(v1409) is str and _RB2.fullmatch(f"{v1402}\n{v1406}\n{v1407}\n{v1409}") is not None
     if not (isinstance(v1401, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -1469,10 +1493,11 @@ def validate_ev_agent_finished(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1415) - _K2)) + ' properties')
     if len(v1401) != n1414:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1401) - _K3)) + ' properties')
-    if not (isinstance(v1402, str) and _RE4.fullmatch(v1402)):
-        if not isinstance(v1402, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok58:
+        if not (isinstance(v1402, str) and _RE4.fullmatch(v1402)):
+            if not isinstance(v1402, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1403 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1404, dict)):
@@ -1550,22 +1575,25 @@ def validate_ev_agent_finished(x):
         if not (type(v1405) is int or _is_int(v1405)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1406, str) and _RE4.fullmatch(v1406)):
-        if not isinstance(v1406, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1407, str) and _RE5.fullmatch(v1407)):
-        if not isinstance(v1407, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok58:
+        if not (isinstance(v1406, str) and _RE4.fullmatch(v1406)):
+            if not isinstance(v1406, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok58:
+        if not (isinstance(v1407, str) and _RE5.fullmatch(v1407)):
+            if not isinstance(v1407, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1408) is int or _is_int(v1408)) and 1 <= v1408 <= 9007199254740991):
         if not (type(v1408) is int or _is_int(v1408)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1409, str) and _RE4.fullmatch(v1409)):
-        if not isinstance(v1409, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok58:
+        if not (isinstance(v1409, str) and _RE4.fullmatch(v1409)):
+            if not isinstance(v1409, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1410) is int or _is_int(v1410)) and 0 <= v1410 <= 9007199254740991):
         if not (type(v1410) is int or _is_int(v1410)):
             raise SchemaError('.time', 'must be integer')
@@ -1597,6 +1625,7 @@ def validate_ev_agent_spawned(x):
         v1380 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok57 = type(v1370) is str and type(v1374) is str and type(v1375) is str and type(v1377) is str and _RB2.fullmatch(f"{v1370}\n{v1374}\n{v1375}\n{v1377}") is not None
     if not (isinstance(v1369, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -1633,10 +1662,11 @@ def validate_ev_agent_spawned(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1383) - _K2)) + ' properties')
     if len(v1369) != n1382:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1369) - _K3)) + ' properties')
-    if not (isinstance(v1370, str) and _RE4.fullmatch(v1370)):
-        if not isinstance(v1370, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok57:
+        if not (isinstance(v1370, str) and _RE4.fullmatch(v1370)):
+            if not isinstance(v1370, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1371 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1372, dict)):
@@ -1724,22 +1754,25 @@ def validate_ev_agent_spawned(x):
         if not (type(v1373) is int or _is_int(v1373)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1374, str) and _RE4.fullmatch(v1374)):
-        if not isinstance(v1374, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1375, str) and _RE5.fullmatch(v1375)):
-        if not isinstance(v1375, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok57:
+        if not (isinstance(v1374, str) and _RE4.fullmatch(v1374)):
+            if not isinstance(v1374, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok57:
+        if not (isinstance(v1375, str) and _RE5.fullmatch(v1375)):
+            if not isinstance(v1375, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1376) is int or _is_int(v1376)) and 1 <= v1376 <= 9007199254740991):
         if not (type(v1376) is int or _is_int(v1376)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1377, str) and _RE4.fullmatch(v1377)):
-        if not isinstance(v1377, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok57:
+        if not (isinstance(v1377, str) and _RE4.fullmatch(v1377)):
+            if not isinstance(v1377, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1378) is int or _is_int(v1378)) and 0 <= v1378 <= 9007199254740991):
         if not (type(v1378) is int or _is_int(v1378)):
             raise SchemaError('.time', 'must be integer')
@@ -1771,6 +1804,7 @@ def validate_ev_answer_rejected(x):
         v1609 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok66 = type(v1599) is str and type(v1603) is str and type(v1604) is str and type(v1606) is str and _RB2.fullmatch(f"{v1599}\n{v1603}\n{v1604}\n{v1606}") is not None
     if not (isinstance(v1598, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -1807,10 +1841,11 @@ def validate_ev_answer_rejected(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1612) - _K2)) + ' properties')
     if len(v1598) != n1611:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1598) - _K3)) + ' properties')
-    if not (isinstance(v1599, str) and _RE4.fullmatch(v1599)):
-        if not isinstance(v1599, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok66:
+        if not (isinstance(v1599, str) and _RE4.fullmatch(v1599)):
+            if not isinstance(v1599, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1600 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1601, dict)):
@@ -1842,22 +1877,25 @@ def validate_ev_answer_rejected(x):
         if not (type(v1602) is int or _is_int(v1602)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1603, str) and _RE4.fullmatch(v1603)):
-        if not isinstance(v1603, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1604, str) and _RE5.fullmatch(v1604)):
-        if not isinstance(v1604, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok66:
+        if not (isinstance(v1603, str) and _RE4.fullmatch(v1603)):
+            if not isinstance(v1603, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok66:
+        if not (isinstance(v1604, str) and _RE5.fullmatch(v1604)):
+            if not isinstance(v1604, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1605) is int or _is_int(v1605)) and 1 <= v1605 <= 9007199254740991):
         if not (type(v1605) is int or _is_int(v1605)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1606, str) and _RE4.fullmatch(v1606)):
-        if not isinstance(v1606, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok66:
+        if not (isinstance(v1606, str) and _RE4.fullmatch(v1606)):
+            if not isinstance(v1606, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1607) is int or _is_int(v1607)) and 0 <= v1607 <= 9007199254740991):
         if not (type(v1607) is int or _is_int(v1607)):
             raise SchemaError('.time', 'must be integer')
@@ -1889,6 +1927,7 @@ def validate_ev_approval_denied(x):
         v625 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok23 = type(v615) is str and type(v619) is str and type(v620) is str and type(v622) is str and _RB2.fullmatch(f"{v615}\n{v619}\n{v620}\n{v622}") is not None
     if not (isinstance(v614, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -1924,10 +1963,11 @@ def validate_ev_approval_denied(x):
         raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v627) - _K2)) + ' properties')
     if len(v614) != 2:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v614) - _K3)) + ' properties')
-    if not (isinstance(v615, str) and _RE4.fullmatch(v615)):
-        if not isinstance(v615, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok23:
+        if not (isinstance(v615, str) and _RE4.fullmatch(v615)):
+            if not isinstance(v615, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v616 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v617, dict)):
@@ -1939,18 +1979,21 @@ def validate_ev_approval_denied(x):
     except KeyError:
         raise SchemaError('.data', "must contain ['args_hash', 'call_id', 'challenge_id'] properties")
     n634 = 3
-    if not (isinstance(v631, str) and _RE5.fullmatch(v631)):
-        if not isinstance(v631, str):
-            raise SchemaError('.data.args_hash', 'must be string')
-        raise SchemaError('.data.args_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    ok24 = type(v631) is str and type(v633) is str and _RB7.fullmatch(f"{v631}\n{v633}") is not None
+    if not ok24:
+        if not (isinstance(v631, str) and _RE5.fullmatch(v631)):
+            if not isinstance(v631, str):
+                raise SchemaError('.data.args_hash', 'must be string')
+            raise SchemaError('.data.args_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not (isinstance(v632, str) and _RE40.fullmatch(v632)):
         if not isinstance(v632, str):
             raise SchemaError('.data.call_id', 'must be string')
         raise SchemaError('.data.call_id', 'must match pattern ^[A-Za-z0-9_.-]{1,128}\\Z')
-    if not (isinstance(v633, str) and _RE4.fullmatch(v633)):
-        if not isinstance(v633, str):
-            raise SchemaError('.data.challenge_id', 'must be string')
-        raise SchemaError('.data.challenge_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok24:
+        if not (isinstance(v633, str) and _RE4.fullmatch(v633)):
+            if not isinstance(v633, str):
+                raise SchemaError('.data.challenge_id', 'must be string')
+            raise SchemaError('.data.challenge_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if 'reason' in v617:
         n634 += 1
         v635 = v617['reason']
@@ -1962,22 +2005,25 @@ def validate_ev_approval_denied(x):
         if not (type(v618) is int or _is_int(v618)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v619, str) and _RE4.fullmatch(v619)):
-        if not isinstance(v619, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v620, str) and _RE5.fullmatch(v620)):
-        if not isinstance(v620, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok23:
+        if not (isinstance(v619, str) and _RE4.fullmatch(v619)):
+            if not isinstance(v619, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok23:
+        if not (isinstance(v620, str) and _RE5.fullmatch(v620)):
+            if not isinstance(v620, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v621) is int or _is_int(v621)) and 1 <= v621 <= 9007199254740991):
         if not (type(v621) is int or _is_int(v621)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v622, str) and _RE4.fullmatch(v622)):
-        if not isinstance(v622, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok23:
+        if not (isinstance(v622, str) and _RE4.fullmatch(v622)):
+            if not isinstance(v622, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v623) is int or _is_int(v623)) and 0 <= v623 <= 9007199254740991):
         if not (type(v623) is int or _is_int(v623)):
             raise SchemaError('.time', 'must be integer')
@@ -2009,6 +2055,7 @@ def validate_ev_approval_granted(x):
         v603 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok21 = type(v593) is str and type(v597) is str and type(v598) is str and type(v600) is str and _RB2.fullmatch(f"{v593}\n{v597}\n{v598}\n{v600}") is not None
     if not (isinstance(v592, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -2044,10 +2091,11 @@ def validate_ev_approval_granted(x):
         raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v605) - _K2)) + ' properties')
     if len(v592) != 2:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v592) - _K3)) + ' properties')
-    if not (isinstance(v593, str) and _RE4.fullmatch(v593)):
-        if not isinstance(v593, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok21:
+        if not (isinstance(v593, str) and _RE4.fullmatch(v593)):
+            if not isinstance(v593, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v594 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v595, dict)):
@@ -2059,18 +2107,21 @@ def validate_ev_approval_granted(x):
     except KeyError:
         raise SchemaError('.data', "must contain ['args_hash', 'call_id', 'challenge_id'] properties")
     n612 = 3
-    if not (isinstance(v609, str) and _RE5.fullmatch(v609)):
-        if not isinstance(v609, str):
-            raise SchemaError('.data.args_hash', 'must be string')
-        raise SchemaError('.data.args_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    ok22 = type(v609) is str and type(v611) is str and _RB7.fullmatch(f"{v609}\n{v611}") is not None
+    if not ok22:
+        if not (isinstance(v609, str) and _RE5.fullmatch(v609)):
+            if not isinstance(v609, str):
+                raise SchemaError('.data.args_hash', 'must be string')
+            raise SchemaError('.data.args_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not (isinstance(v610, str) and _RE40.fullmatch(v610)):
         if not isinstance(v610, str):
             raise SchemaError('.data.call_id', 'must be string')
         raise SchemaError('.data.call_id', 'must match pattern ^[A-Za-z0-9_.-]{1,128}\\Z')
-    if not (isinstance(v611, str) and _RE4.fullmatch(v611)):
-        if not isinstance(v611, str):
-            raise SchemaError('.data.challenge_id', 'must be string')
-        raise SchemaError('.data.challenge_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok22:
+        if not (isinstance(v611, str) and _RE4.fullmatch(v611)):
+            if not isinstance(v611, str):
+                raise SchemaError('.data.challenge_id', 'must be string')
+            raise SchemaError('.data.challenge_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if 'reason' in v595:
         n612 += 1
         v613 = v595['reason']
@@ -2082,22 +2133,25 @@ def validate_ev_approval_granted(x):
         if not (type(v596) is int or _is_int(v596)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v597, str) and _RE4.fullmatch(v597)):
-        if not isinstance(v597, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v598, str) and _RE5.fullmatch(v598)):
-        if not isinstance(v598, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok21:
+        if not (isinstance(v597, str) and _RE4.fullmatch(v597)):
+            if not isinstance(v597, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok21:
+        if not (isinstance(v598, str) and _RE5.fullmatch(v598)):
+            if not isinstance(v598, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v599) is int or _is_int(v599)) and 1 <= v599 <= 9007199254740991):
         if not (type(v599) is int or _is_int(v599)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v600, str) and _RE4.fullmatch(v600)):
-        if not isinstance(v600, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok21:
+        if not (isinstance(v600, str) and _RE4.fullmatch(v600)):
+            if not isinstance(v600, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v601) is int or _is_int(v601)) and 0 <= v601 <= 9007199254740991):
         if not (type(v601) is int or _is_int(v601)):
             raise SchemaError('.time', 'must be integer')
@@ -2129,6 +2183,7 @@ def validate_ev_approval_requested(x):
         v581 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok19 = type(v571) is str and type(v575) is str and type(v576) is str and type(v578) is str and _RB2.fullmatch(f"{v571}\n{v575}\n{v576}\n{v578}") is not None
     if not (isinstance(v570, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -2165,10 +2220,11 @@ def validate_ev_approval_requested(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v584) - _K2)) + ' properties')
     if len(v570) != n583:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v570) - _K3)) + ' properties')
-    if not (isinstance(v571, str) and _RE4.fullmatch(v571)):
-        if not isinstance(v571, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok19:
+        if not (isinstance(v571, str) and _RE4.fullmatch(v571)):
+            if not isinstance(v571, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v572 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v573, dict)):
@@ -2180,18 +2236,21 @@ def validate_ev_approval_requested(x):
         v591 = v573['expires_at']
     except KeyError:
         raise SchemaError('.data', "must contain ['args_hash', 'call_id', 'challenge_id', 'expires_at'] properties")
-    if not (isinstance(v588, str) and _RE5.fullmatch(v588)):
-        if not isinstance(v588, str):
-            raise SchemaError('.data.args_hash', 'must be string')
-        raise SchemaError('.data.args_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    ok20 = type(v588) is str and type(v590) is str and _RB7.fullmatch(f"{v588}\n{v590}") is not None
+    if not ok20:
+        if not (isinstance(v588, str) and _RE5.fullmatch(v588)):
+            if not isinstance(v588, str):
+                raise SchemaError('.data.args_hash', 'must be string')
+            raise SchemaError('.data.args_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not (isinstance(v589, str) and _RE40.fullmatch(v589)):
         if not isinstance(v589, str):
             raise SchemaError('.data.call_id', 'must be string')
         raise SchemaError('.data.call_id', 'must match pattern ^[A-Za-z0-9_.-]{1,128}\\Z')
-    if not (isinstance(v590, str) and _RE4.fullmatch(v590)):
-        if not isinstance(v590, str):
-            raise SchemaError('.data.challenge_id', 'must be string')
-        raise SchemaError('.data.challenge_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok20:
+        if not (isinstance(v590, str) and _RE4.fullmatch(v590)):
+            if not isinstance(v590, str):
+                raise SchemaError('.data.challenge_id', 'must be string')
+            raise SchemaError('.data.challenge_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v591) is int or _is_int(v591)) and 0 <= v591 <= 9007199254740991):
         if not (type(v591) is int or _is_int(v591)):
             raise SchemaError('.data.expires_at', 'must be integer')
@@ -2202,22 +2261,25 @@ def validate_ev_approval_requested(x):
         if not (type(v574) is int or _is_int(v574)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v575, str) and _RE4.fullmatch(v575)):
-        if not isinstance(v575, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v576, str) and _RE5.fullmatch(v576)):
-        if not isinstance(v576, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok19:
+        if not (isinstance(v575, str) and _RE4.fullmatch(v575)):
+            if not isinstance(v575, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok19:
+        if not (isinstance(v576, str) and _RE5.fullmatch(v576)):
+            if not isinstance(v576, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v577) is int or _is_int(v577)) and 1 <= v577 <= 9007199254740991):
         if not (type(v577) is int or _is_int(v577)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v578, str) and _RE4.fullmatch(v578)):
-        if not isinstance(v578, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok19:
+        if not (isinstance(v578, str) and _RE4.fullmatch(v578)):
+            if not isinstance(v578, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v579) is int or _is_int(v579)) and 0 <= v579 <= 9007199254740991):
         if not (type(v579) is int or _is_int(v579)):
             raise SchemaError('.time', 'must be integer')
@@ -2249,6 +2311,7 @@ def validate_ev_budget_exceeded(x):
         v1234 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok50 = type(v1224) is str and type(v1228) is str and type(v1229) is str and type(v1231) is str and _RB2.fullmatch(f"{v1224}\n{v1228}\n{v1229}\n{v1231}") is not None
     if not (isinstance(v1223, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -2285,10 +2348,11 @@ def validate_ev_budget_exceeded(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1237) - _K2)) + ' properties')
     if len(v1223) != n1236:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1223) - _K3)) + ' properties')
-    if not (isinstance(v1224, str) and _RE4.fullmatch(v1224)):
-        if not isinstance(v1224, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok50:
+        if not (isinstance(v1224, str) and _RE4.fullmatch(v1224)):
+            if not isinstance(v1224, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1225 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1226, dict)):
@@ -2337,22 +2401,25 @@ def validate_ev_budget_exceeded(x):
         if not (type(v1227) is int or _is_int(v1227)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1228, str) and _RE4.fullmatch(v1228)):
-        if not isinstance(v1228, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1229, str) and _RE5.fullmatch(v1229)):
-        if not isinstance(v1229, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok50:
+        if not (isinstance(v1228, str) and _RE4.fullmatch(v1228)):
+            if not isinstance(v1228, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok50:
+        if not (isinstance(v1229, str) and _RE5.fullmatch(v1229)):
+            if not isinstance(v1229, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1230) is int or _is_int(v1230)) and 1 <= v1230 <= 9007199254740991):
         if not (type(v1230) is int or _is_int(v1230)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1231, str) and _RE4.fullmatch(v1231)):
-        if not isinstance(v1231, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok50:
+        if not (isinstance(v1231, str) and _RE4.fullmatch(v1231)):
+            if not isinstance(v1231, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1232) is int or _is_int(v1232)) and 0 <= v1232 <= 9007199254740991):
         if not (type(v1232) is int or _is_int(v1232)):
             raise SchemaError('.time', 'must be integer')
@@ -2384,6 +2451,7 @@ def validate_ev_cancel_requested(x):
         v995 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok40 = type(v985) is str and type(v989) is str and type(v990) is str and type(v992) is str and _RB2.fullmatch(f"{v985}\n{v989}\n{v990}\n{v992}") is not None
     if not (isinstance(v984, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -2419,10 +2487,11 @@ def validate_ev_cancel_requested(x):
         raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v997) - _K2)) + ' properties')
     if len(v984) != 2:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v984) - _K3)) + ' properties')
-    if not (isinstance(v985, str) and _RE4.fullmatch(v985)):
-        if not isinstance(v985, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok40:
+        if not (isinstance(v985, str) and _RE4.fullmatch(v985)):
+            if not isinstance(v985, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v986 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v987, dict)):
@@ -2445,22 +2514,25 @@ def validate_ev_cancel_requested(x):
         if not (type(v988) is int or _is_int(v988)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v989, str) and _RE4.fullmatch(v989)):
-        if not isinstance(v989, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v990, str) and _RE5.fullmatch(v990)):
-        if not isinstance(v990, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok40:
+        if not (isinstance(v989, str) and _RE4.fullmatch(v989)):
+            if not isinstance(v989, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok40:
+        if not (isinstance(v990, str) and _RE5.fullmatch(v990)):
+            if not isinstance(v990, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v991) is int or _is_int(v991)) and 1 <= v991 <= 9007199254740991):
         if not (type(v991) is int or _is_int(v991)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v992, str) and _RE4.fullmatch(v992)):
-        if not isinstance(v992, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok40:
+        if not (isinstance(v992, str) and _RE4.fullmatch(v992)):
+            if not isinstance(v992, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v993) is int or _is_int(v993)) and 0 <= v993 <= 9007199254740991):
         if not (type(v993) is int or _is_int(v993)):
             raise SchemaError('.time', 'must be integer')
@@ -2492,6 +2564,7 @@ def validate_ev_cancelled(x):
         v1015 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok41 = type(v1005) is str and type(v1009) is str and type(v1010) is str and type(v1012) is str and _RB2.fullmatch(f"{v1005}\n{v1009}\n{v1010}\n{v1012}") is not None
     if not (isinstance(v1004, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -2528,10 +2601,11 @@ def validate_ev_cancelled(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1018) - _K2)) + ' properties')
     if len(v1004) != n1017:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1004) - _K3)) + ' properties')
-    if not (isinstance(v1005, str) and _RE4.fullmatch(v1005)):
-        if not isinstance(v1005, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok41:
+        if not (isinstance(v1005, str) and _RE4.fullmatch(v1005)):
+            if not isinstance(v1005, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1006 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1007, dict)):
@@ -2550,22 +2624,25 @@ def validate_ev_cancelled(x):
         if not (type(v1008) is int or _is_int(v1008)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1009, str) and _RE4.fullmatch(v1009)):
-        if not isinstance(v1009, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1010, str) and _RE5.fullmatch(v1010)):
-        if not isinstance(v1010, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok41:
+        if not (isinstance(v1009, str) and _RE4.fullmatch(v1009)):
+            if not isinstance(v1009, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok41:
+        if not (isinstance(v1010, str) and _RE5.fullmatch(v1010)):
+            if not isinstance(v1010, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1011) is int or _is_int(v1011)) and 1 <= v1011 <= 9007199254740991):
         if not (type(v1011) is int or _is_int(v1011)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1012, str) and _RE4.fullmatch(v1012)):
-        if not isinstance(v1012, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok41:
+        if not (isinstance(v1012, str) and _RE4.fullmatch(v1012)):
+            if not isinstance(v1012, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1013) is int or _is_int(v1013)) and 0 <= v1013 <= 9007199254740991):
         if not (type(v1013) is int or _is_int(v1013)):
             raise SchemaError('.time', 'must be integer')
@@ -2597,6 +2674,7 @@ def validate_ev_channel_delivery(x):
         v1120 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok46 = type(v1110) is str and type(v1114) is str and type(v1115) is str and type(v1117) is str and _RB2.fullmatch(f"{v1110}\n{v1114}\n{v1115}\n{v1117}") is not None
     if not (isinstance(v1109, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -2632,10 +2710,11 @@ def validate_ev_channel_delivery(x):
         raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1122) - _K2)) + ' properties')
     if len(v1109) != 2:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1109) - _K3)) + ' properties')
-    if not (isinstance(v1110, str) and _RE4.fullmatch(v1110)):
-        if not isinstance(v1110, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok46:
+        if not (isinstance(v1110, str) and _RE4.fullmatch(v1110)):
+            if not isinstance(v1110, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1111 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1112, dict)):
@@ -2707,22 +2786,25 @@ def validate_ev_channel_delivery(x):
         if not (type(v1113) is int or _is_int(v1113)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1114, str) and _RE4.fullmatch(v1114)):
-        if not isinstance(v1114, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1115, str) and _RE5.fullmatch(v1115)):
-        if not isinstance(v1115, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok46:
+        if not (isinstance(v1114, str) and _RE4.fullmatch(v1114)):
+            if not isinstance(v1114, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok46:
+        if not (isinstance(v1115, str) and _RE5.fullmatch(v1115)):
+            if not isinstance(v1115, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1116) is int or _is_int(v1116)) and 1 <= v1116 <= 9007199254740991):
         if not (type(v1116) is int or _is_int(v1116)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1117, str) and _RE4.fullmatch(v1117)):
-        if not isinstance(v1117, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok46:
+        if not (isinstance(v1117, str) and _RE4.fullmatch(v1117)):
+            if not isinstance(v1117, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1118) is int or _is_int(v1118)) and 0 <= v1118 <= 9007199254740991):
         if not (type(v1118) is int or _is_int(v1118)):
             raise SchemaError('.time', 'must be integer')
@@ -2754,6 +2836,7 @@ def validate_ev_compacted(x):
         v966 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok38 = type(v956) is str and type(v960) is str and type(v961) is str and type(v963) is str and _RB2.fullmatch(f"{v956}\n{v960}\n{v961}\n{v963}") is not None
     if not (isinstance(v955, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -2790,10 +2873,11 @@ def validate_ev_compacted(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v969) - _K2)) + ' properties')
     if len(v955) != n968:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v955) - _K3)) + ' properties')
-    if not (isinstance(v956, str) and _RE4.fullmatch(v956)):
-        if not isinstance(v956, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok38:
+        if not (isinstance(v956, str) and _RE4.fullmatch(v956)):
+            if not isinstance(v956, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v957 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v958, dict)):
@@ -2807,10 +2891,12 @@ def validate_ev_compacted(x):
     except KeyError:
         raise SchemaError('.data', "must contain ['from_event_id', 'from_seq', 'summary_ref', 'to_event_id', 'to_seq'] properties")
     n978 = 5
-    if not (isinstance(v973, str) and _RE4.fullmatch(v973)):
-        if not isinstance(v973, str):
-            raise SchemaError('.data.from_event_id', 'must be string')
-        raise SchemaError('.data.from_event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    ok39 = type(v973) is str and type(v976) is str and _RB9.fullmatch(f"{v973}\n{v976}") is not None
+    if not ok39:
+        if not (isinstance(v973, str) and _RE4.fullmatch(v973)):
+            if not isinstance(v973, str):
+                raise SchemaError('.data.from_event_id', 'must be string')
+            raise SchemaError('.data.from_event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v974) is int or _is_int(v974)) and 1 <= v974 <= 9007199254740991):
         if not (type(v974) is int or _is_int(v974)):
             raise SchemaError('.data.from_seq', 'must be integer')
@@ -2844,10 +2930,11 @@ def validate_ev_compacted(x):
             if not isinstance(v982, str):
                 raise SchemaError('.data.summary_request_event_id', 'must be string')
             raise SchemaError('.data.summary_request_event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v976, str) and _RE4.fullmatch(v976)):
-        if not isinstance(v976, str):
-            raise SchemaError('.data.to_event_id', 'must be string')
-        raise SchemaError('.data.to_event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok39:
+        if not (isinstance(v976, str) and _RE4.fullmatch(v976)):
+            if not isinstance(v976, str):
+                raise SchemaError('.data.to_event_id', 'must be string')
+            raise SchemaError('.data.to_event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v977) is int or _is_int(v977)) and 1 <= v977 <= 9007199254740991):
         if not (type(v977) is int or _is_int(v977)):
             raise SchemaError('.data.to_seq', 'must be integer')
@@ -2863,22 +2950,25 @@ def validate_ev_compacted(x):
         if not (type(v959) is int or _is_int(v959)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v960, str) and _RE4.fullmatch(v960)):
-        if not isinstance(v960, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v961, str) and _RE5.fullmatch(v961)):
-        if not isinstance(v961, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok38:
+        if not (isinstance(v960, str) and _RE4.fullmatch(v960)):
+            if not isinstance(v960, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok38:
+        if not (isinstance(v961, str) and _RE5.fullmatch(v961)):
+            if not isinstance(v961, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v962) is int or _is_int(v962)) and 1 <= v962 <= 9007199254740991):
         if not (type(v962) is int or _is_int(v962)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v963, str) and _RE4.fullmatch(v963)):
-        if not isinstance(v963, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok38:
+        if not (isinstance(v963, str) and _RE4.fullmatch(v963)):
+            if not isinstance(v963, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v964) is int or _is_int(v964)) and 0 <= v964 <= 9007199254740991):
         if not (type(v964) is int or _is_int(v964)):
             raise SchemaError('.time', 'must be integer')
@@ -2910,6 +3000,7 @@ def validate_ev_compaction_failed(x):
         v1316 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok54 = type(v1306) is str and type(v1310) is str and type(v1311) is str and type(v1313) is str and _RB2.fullmatch(f"{v1306}\n{v1310}\n{v1311}\n{v1313}") is not None
     if not (isinstance(v1305, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -2946,10 +3037,11 @@ def validate_ev_compaction_failed(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1319) - _K2)) + ' properties')
     if len(v1305) != n1318:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1305) - _K3)) + ' properties')
-    if not (isinstance(v1306, str) and _RE4.fullmatch(v1306)):
-        if not isinstance(v1306, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok54:
+        if not (isinstance(v1306, str) and _RE4.fullmatch(v1306)):
+            if not isinstance(v1306, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1307 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1308, dict)):
@@ -2977,22 +3069,25 @@ def validate_ev_compaction_failed(x):
         if not (type(v1309) is int or _is_int(v1309)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1310, str) and _RE4.fullmatch(v1310)):
-        if not isinstance(v1310, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1311, str) and _RE5.fullmatch(v1311)):
-        if not isinstance(v1311, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok54:
+        if not (isinstance(v1310, str) and _RE4.fullmatch(v1310)):
+            if not isinstance(v1310, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok54:
+        if not (isinstance(v1311, str) and _RE5.fullmatch(v1311)):
+            if not isinstance(v1311, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1312) is int or _is_int(v1312)) and 1 <= v1312 <= 9007199254740991):
         if not (type(v1312) is int or _is_int(v1312)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1313, str) and _RE4.fullmatch(v1313)):
-        if not isinstance(v1313, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok54:
+        if not (isinstance(v1313, str) and _RE4.fullmatch(v1313)):
+            if not isinstance(v1313, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1314) is int or _is_int(v1314)) and 0 <= v1314 <= 9007199254740991):
         if not (type(v1314) is int or _is_int(v1314)):
             raise SchemaError('.time', 'must be integer')
@@ -3024,6 +3119,7 @@ def validate_ev_context_edited(x):
         v1285 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok53 = type(v1275) is str and type(v1279) is str and type(v1280) is str and type(v1282) is str and _RB2.fullmatch(f"{v1275}\n{v1279}\n{v1280}\n{v1282}") is not None
     if not (isinstance(v1274, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -3060,10 +3156,11 @@ def validate_ev_context_edited(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1288) - _K2)) + ' properties')
     if len(v1274) != n1287:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1274) - _K3)) + ' properties')
-    if not (isinstance(v1275, str) and _RE4.fullmatch(v1275)):
-        if not isinstance(v1275, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok53:
+        if not (isinstance(v1275, str) and _RE4.fullmatch(v1275)):
+            if not isinstance(v1275, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1276 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1277, dict)):
@@ -3159,22 +3256,25 @@ def validate_ev_context_edited(x):
         if not (type(v1278) is int or _is_int(v1278)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1279, str) and _RE4.fullmatch(v1279)):
-        if not isinstance(v1279, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1280, str) and _RE5.fullmatch(v1280)):
-        if not isinstance(v1280, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok53:
+        if not (isinstance(v1279, str) and _RE4.fullmatch(v1279)):
+            if not isinstance(v1279, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok53:
+        if not (isinstance(v1280, str) and _RE5.fullmatch(v1280)):
+            if not isinstance(v1280, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1281) is int or _is_int(v1281)) and 1 <= v1281 <= 9007199254740991):
         if not (type(v1281) is int or _is_int(v1281)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1282, str) and _RE4.fullmatch(v1282)):
-        if not isinstance(v1282, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok53:
+        if not (isinstance(v1282, str) and _RE4.fullmatch(v1282)):
+            if not isinstance(v1282, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1283) is int or _is_int(v1283)) and 0 <= v1283 <= 9007199254740991):
         if not (type(v1283) is int or _is_int(v1283)):
             raise SchemaError('.time', 'must be integer')
@@ -3206,6 +3306,7 @@ def validate_ev_context_preflight_blocked(x):
         v1588 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok65 = type(v1578) is str and type(v1582) is str and type(v1583) is str and type(v1585) is str and _RB2.fullmatch(f"{v1578}\n{v1582}\n{v1583}\n{v1585}") is not None
     if not (isinstance(v1577, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -3242,10 +3343,11 @@ def validate_ev_context_preflight_blocked(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1591) - _K2)) + ' properties')
     if len(v1577) != n1590:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1577) - _K3)) + ' properties')
-    if not (isinstance(v1578, str) and _RE4.fullmatch(v1578)):
-        if not isinstance(v1578, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok65:
+        if not (isinstance(v1578, str) and _RE4.fullmatch(v1578)):
+            if not isinstance(v1578, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1579 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1580, dict)):
@@ -3272,22 +3374,25 @@ def validate_ev_context_preflight_blocked(x):
         if not (type(v1581) is int or _is_int(v1581)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1582, str) and _RE4.fullmatch(v1582)):
-        if not isinstance(v1582, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1583, str) and _RE5.fullmatch(v1583)):
-        if not isinstance(v1583, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok65:
+        if not (isinstance(v1582, str) and _RE4.fullmatch(v1582)):
+            if not isinstance(v1582, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok65:
+        if not (isinstance(v1583, str) and _RE5.fullmatch(v1583)):
+            if not isinstance(v1583, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1584) is int or _is_int(v1584)) and 1 <= v1584 <= 9007199254740991):
         if not (type(v1584) is int or _is_int(v1584)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1585, str) and _RE4.fullmatch(v1585)):
-        if not isinstance(v1585, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok65:
+        if not (isinstance(v1585, str) and _RE4.fullmatch(v1585)):
+            if not isinstance(v1585, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1586) is int or _is_int(v1586)) and 0 <= v1586 <= 9007199254740991):
         if not (type(v1586) is int or _is_int(v1586)):
             raise SchemaError('.time', 'must be integer')
@@ -3319,6 +3424,7 @@ def validate_ev_effect_begin(x):
         v647 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok25 = type(v637) is str and type(v641) is str and type(v642) is str and type(v644) is str and _RB2.fullmatch(f"{v637}\n{v641}\n{v642}\n{v644}") is not None
     if not (isinstance(v636, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -3355,10 +3461,11 @@ def validate_ev_effect_begin(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v650) - _K2)) + ' properties')
     if len(v636) != n649:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v636) - _K3)) + ' properties')
-    if not (isinstance(v637, str) and _RE4.fullmatch(v637)):
-        if not isinstance(v637, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok25:
+        if not (isinstance(v637, str) and _RE4.fullmatch(v637)):
+            if not isinstance(v637, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v638 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v639, dict)):
@@ -3382,22 +3489,25 @@ def validate_ev_effect_begin(x):
         if not (type(v640) is int or _is_int(v640)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v641, str) and _RE4.fullmatch(v641)):
-        if not isinstance(v641, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v642, str) and _RE5.fullmatch(v642)):
-        if not isinstance(v642, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok25:
+        if not (isinstance(v641, str) and _RE4.fullmatch(v641)):
+            if not isinstance(v641, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok25:
+        if not (isinstance(v642, str) and _RE5.fullmatch(v642)):
+            if not isinstance(v642, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v643) is int or _is_int(v643)) and 1 <= v643 <= 9007199254740991):
         if not (type(v643) is int or _is_int(v643)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v644, str) and _RE4.fullmatch(v644)):
-        if not isinstance(v644, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok25:
+        if not (isinstance(v644, str) and _RE4.fullmatch(v644)):
+            if not isinstance(v644, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v645) is int or _is_int(v645)) and 0 <= v645 <= 9007199254740991):
         if not (type(v645) is int or _is_int(v645)):
             raise SchemaError('.time', 'must be integer')
@@ -3429,6 +3539,7 @@ def validate_ev_effect_commit(x):
         v667 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok26 = type(v657) is str and type(v661) is str and type(v662) is str and type(v664) is str and _RB2.fullmatch(f"{v657}\n{v661}\n{v662}\n{v664}") is not None
     if not (isinstance(v656, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -3465,10 +3576,11 @@ def validate_ev_effect_commit(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v670) - _K2)) + ' properties')
     if len(v656) != n669:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v656) - _K3)) + ' properties')
-    if not (isinstance(v657, str) and _RE4.fullmatch(v657)):
-        if not isinstance(v657, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok26:
+        if not (isinstance(v657, str) and _RE4.fullmatch(v657)):
+            if not isinstance(v657, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v658 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v659, dict)):
@@ -3516,22 +3628,25 @@ def validate_ev_effect_commit(x):
         if not (type(v660) is int or _is_int(v660)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v661, str) and _RE4.fullmatch(v661)):
-        if not isinstance(v661, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v662, str) and _RE5.fullmatch(v662)):
-        if not isinstance(v662, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok26:
+        if not (isinstance(v661, str) and _RE4.fullmatch(v661)):
+            if not isinstance(v661, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok26:
+        if not (isinstance(v662, str) and _RE5.fullmatch(v662)):
+            if not isinstance(v662, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v663) is int or _is_int(v663)) and 1 <= v663 <= 9007199254740991):
         if not (type(v663) is int or _is_int(v663)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v664, str) and _RE4.fullmatch(v664)):
-        if not isinstance(v664, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok26:
+        if not (isinstance(v664, str) and _RE4.fullmatch(v664)):
+            if not isinstance(v664, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v665) is int or _is_int(v665)) and 0 <= v665 <= 9007199254740991):
         if not (type(v665) is int or _is_int(v665)):
             raise SchemaError('.time', 'must be integer')
@@ -3563,6 +3678,7 @@ def validate_ev_effect_resolved(x):
         v712 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok28 = type(v702) is str and type(v706) is str and type(v707) is str and type(v709) is str and _RB2.fullmatch(f"{v702}\n{v706}\n{v707}\n{v709}") is not None
     if not (isinstance(v701, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -3599,10 +3715,11 @@ def validate_ev_effect_resolved(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v715) - _K2)) + ' properties')
     if len(v701) != n714:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v701) - _K3)) + ' properties')
-    if not (isinstance(v702, str) and _RE4.fullmatch(v702)):
-        if not isinstance(v702, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok28:
+        if not (isinstance(v702, str) and _RE4.fullmatch(v702)):
+            if not isinstance(v702, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v703 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v704, dict)):
@@ -3682,22 +3799,25 @@ def validate_ev_effect_resolved(x):
         if not (type(v705) is int or _is_int(v705)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v706, str) and _RE4.fullmatch(v706)):
-        if not isinstance(v706, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v707, str) and _RE5.fullmatch(v707)):
-        if not isinstance(v707, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok28:
+        if not (isinstance(v706, str) and _RE4.fullmatch(v706)):
+            if not isinstance(v706, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok28:
+        if not (isinstance(v707, str) and _RE5.fullmatch(v707)):
+            if not isinstance(v707, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v708) is int or _is_int(v708)) and 1 <= v708 <= 9007199254740991):
         if not (type(v708) is int or _is_int(v708)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v709, str) and _RE4.fullmatch(v709)):
-        if not isinstance(v709, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok28:
+        if not (isinstance(v709, str) and _RE4.fullmatch(v709)):
+            if not isinstance(v709, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v710) is int or _is_int(v710)) and 0 <= v710 <= 9007199254740991):
         if not (type(v710) is int or _is_int(v710)):
             raise SchemaError('.time', 'must be integer')
@@ -3729,6 +3849,7 @@ def validate_ev_effect_unknown(x):
         v692 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok27 = type(v682) is str and type(v686) is str and type(v687) is str and type(v689) is str and _RB2.fullmatch(f"{v682}\n{v686}\n{v687}\n{v689}") is not None
     if not (isinstance(v681, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -3765,10 +3886,11 @@ def validate_ev_effect_unknown(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v695) - _K2)) + ' properties')
     if len(v681) != n694:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v681) - _K3)) + ' properties')
-    if not (isinstance(v682, str) and _RE4.fullmatch(v682)):
-        if not isinstance(v682, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok27:
+        if not (isinstance(v682, str) and _RE4.fullmatch(v682)):
+            if not isinstance(v682, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v683 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v684, dict)):
@@ -3790,22 +3912,25 @@ def validate_ev_effect_unknown(x):
         if not (type(v685) is int or _is_int(v685)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v686, str) and _RE4.fullmatch(v686)):
-        if not isinstance(v686, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v687, str) and _RE5.fullmatch(v687)):
-        if not isinstance(v687, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok27:
+        if not (isinstance(v686, str) and _RE4.fullmatch(v686)):
+            if not isinstance(v686, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok27:
+        if not (isinstance(v687, str) and _RE5.fullmatch(v687)):
+            if not isinstance(v687, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v688) is int or _is_int(v688)) and 1 <= v688 <= 9007199254740991):
         if not (type(v688) is int or _is_int(v688)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v689, str) and _RE4.fullmatch(v689)):
-        if not isinstance(v689, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok27:
+        if not (isinstance(v689, str) and _RE4.fullmatch(v689)):
+            if not isinstance(v689, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v690) is int or _is_int(v690)) and 0 <= v690 <= 9007199254740991):
         if not (type(v690) is int or _is_int(v690)):
             raise SchemaError('.time', 'must be integer')
@@ -3837,6 +3962,7 @@ def validate_ev_fork(x):
         v875 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok33 = type(v865) is str and type(v869) is str and type(v870) is str and type(v872) is str and _RB2.fullmatch(f"{v865}\n{v869}\n{v870}\n{v872}") is not None
     if not (isinstance(v864, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -3873,10 +3999,11 @@ def validate_ev_fork(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v878) - _K2)) + ' properties')
     if len(v864) != n877:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v864) - _K3)) + ' properties')
-    if not (isinstance(v865, str) and _RE4.fullmatch(v865)):
-        if not isinstance(v865, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok33:
+        if not (isinstance(v865, str) and _RE4.fullmatch(v865)):
+            if not isinstance(v865, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v866 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v867, dict)):
@@ -3888,19 +4015,22 @@ def validate_ev_fork(x):
     except KeyError:
         raise SchemaError('.data', "must contain ['at_hash', 'parent_branch_id', 'reason'] properties")
     n885 = 3
-    if not (isinstance(v882, str) and _RE5.fullmatch(v882)):
-        if not isinstance(v882, str):
-            raise SchemaError('.data.at_hash', 'must be string')
-        raise SchemaError('.data.at_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    ok34 = type(v882) is str and type(v883) is str and _RB7.fullmatch(f"{v882}\n{v883}") is not None
+    if not ok34:
+        if not (isinstance(v882, str) and _RE5.fullmatch(v882)):
+            if not isinstance(v882, str):
+                raise SchemaError('.data.at_hash', 'must be string')
+            raise SchemaError('.data.at_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if 'knowledge_policy' in v867:
         n885 += 1
         v886 = v867['knowledge_policy']
         if not ((isinstance(v886, str) and v886 in _E106)):
             raise SchemaError('.data.knowledge_policy', "must be one of ['pinned', 'current']")
-    if not (isinstance(v883, str) and _RE4.fullmatch(v883)):
-        if not isinstance(v883, str):
-            raise SchemaError('.data.parent_branch_id', 'must be string')
-        raise SchemaError('.data.parent_branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok34:
+        if not (isinstance(v883, str) and _RE4.fullmatch(v883)):
+            if not isinstance(v883, str):
+                raise SchemaError('.data.parent_branch_id', 'must be string')
+            raise SchemaError('.data.parent_branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((isinstance(v884, str) and v884 in _E107)):
         raise SchemaError('.data.reason', "must be one of ['snapshot', 'repair']")
     if 'sandbox_id' in v867:
@@ -3927,22 +4057,25 @@ def validate_ev_fork(x):
         if not (type(v868) is int or _is_int(v868)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v869, str) and _RE4.fullmatch(v869)):
-        if not isinstance(v869, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v870, str) and _RE5.fullmatch(v870)):
-        if not isinstance(v870, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok33:
+        if not (isinstance(v869, str) and _RE4.fullmatch(v869)):
+            if not isinstance(v869, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok33:
+        if not (isinstance(v870, str) and _RE5.fullmatch(v870)):
+            if not isinstance(v870, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v871) is int or _is_int(v871)) and 1 <= v871 <= 9007199254740991):
         if not (type(v871) is int or _is_int(v871)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v872, str) and _RE4.fullmatch(v872)):
-        if not isinstance(v872, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok33:
+        if not (isinstance(v872, str) and _RE4.fullmatch(v872)):
+            if not isinstance(v872, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v873) is int or _is_int(v873)) and 0 <= v873 <= 9007199254740991):
         if not (type(v873) is int or _is_int(v873)):
             raise SchemaError('.time', 'must be integer')
@@ -3974,6 +4107,7 @@ def validate_ev_handoff(x):
         v1444 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok59 = type(v1434) is str and type(v1438) is str and type(v1439) is str and type(v1441) is str and _RB2.fullmatch(f"{v1434}\n{v1438}\n{v1439}\n{v1441}") is not None
     if not (isinstance(v1433, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -4010,10 +4144,11 @@ def validate_ev_handoff(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1447) - _K2)) + ' properties')
     if len(v1433) != n1446:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1433) - _K3)) + ' properties')
-    if not (isinstance(v1434, str) and _RE4.fullmatch(v1434)):
-        if not isinstance(v1434, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok59:
+        if not (isinstance(v1434, str) and _RE4.fullmatch(v1434)):
+            if not isinstance(v1434, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1435 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1436, dict)):
@@ -4079,22 +4214,25 @@ def validate_ev_handoff(x):
         if not (type(v1437) is int or _is_int(v1437)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1438, str) and _RE4.fullmatch(v1438)):
-        if not isinstance(v1438, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1439, str) and _RE5.fullmatch(v1439)):
-        if not isinstance(v1439, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok59:
+        if not (isinstance(v1438, str) and _RE4.fullmatch(v1438)):
+            if not isinstance(v1438, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok59:
+        if not (isinstance(v1439, str) and _RE5.fullmatch(v1439)):
+            if not isinstance(v1439, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1440) is int or _is_int(v1440)) and 1 <= v1440 <= 9007199254740991):
         if not (type(v1440) is int or _is_int(v1440)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1441, str) and _RE4.fullmatch(v1441)):
-        if not isinstance(v1441, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok59:
+        if not (isinstance(v1441, str) and _RE4.fullmatch(v1441)):
+            if not isinstance(v1441, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1442) is int or _is_int(v1442)) and 0 <= v1442 <= 9007199254740991):
         if not (type(v1442) is int or _is_int(v1442)):
             raise SchemaError('.time', 'must be integer')
@@ -4126,6 +4264,7 @@ def validate_ev_heartbeat(x):
         v324 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok8 = type(v314) is str and type(v318) is str and type(v319) is str and type(v321) is str and _RB2.fullmatch(f"{v314}\n{v318}\n{v319}\n{v321}") is not None
     if not (isinstance(v313, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -4162,10 +4301,11 @@ def validate_ev_heartbeat(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v327) - _K2)) + ' properties')
     if len(v313) != n326:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v313) - _K3)) + ' properties')
-    if not (isinstance(v314, str) and _RE4.fullmatch(v314)):
-        if not isinstance(v314, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok8:
+        if not (isinstance(v314, str) and _RE4.fullmatch(v314)):
+            if not isinstance(v314, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v315 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v316, dict)):
@@ -4187,22 +4327,25 @@ def validate_ev_heartbeat(x):
         if not (type(v317) is int or _is_int(v317)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v318, str) and _RE4.fullmatch(v318)):
-        if not isinstance(v318, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v319, str) and _RE5.fullmatch(v319)):
-        if not isinstance(v319, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok8:
+        if not (isinstance(v318, str) and _RE4.fullmatch(v318)):
+            if not isinstance(v318, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok8:
+        if not (isinstance(v319, str) and _RE5.fullmatch(v319)):
+            if not isinstance(v319, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v320) is int or _is_int(v320)) and 1 <= v320 <= 9007199254740991):
         if not (type(v320) is int or _is_int(v320)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v321, str) and _RE4.fullmatch(v321)):
-        if not isinstance(v321, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok8:
+        if not (isinstance(v321, str) and _RE4.fullmatch(v321)):
+            if not isinstance(v321, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v322) is int or _is_int(v322)) and 0 <= v322 <= 9007199254740991):
         if not (type(v322) is int or _is_int(v322)):
             raise SchemaError('.time', 'must be integer')
@@ -4234,6 +4377,7 @@ def validate_ev_hook_decision(x):
         v555 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok18 = type(v545) is str and type(v549) is str and type(v550) is str and type(v552) is str and _RB2.fullmatch(f"{v545}\n{v549}\n{v550}\n{v552}") is not None
     if not (isinstance(v544, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -4270,10 +4414,11 @@ def validate_ev_hook_decision(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v558) - _K2)) + ' properties')
     if len(v544) != n557:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v544) - _K3)) + ' properties')
-    if not (isinstance(v545, str) and _RE4.fullmatch(v545)):
-        if not isinstance(v545, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok18:
+        if not (isinstance(v545, str) and _RE4.fullmatch(v545)):
+            if not isinstance(v545, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v546 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v547, dict)):
@@ -4325,22 +4470,25 @@ def validate_ev_hook_decision(x):
         if not (type(v548) is int or _is_int(v548)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v549, str) and _RE4.fullmatch(v549)):
-        if not isinstance(v549, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v550, str) and _RE5.fullmatch(v550)):
-        if not isinstance(v550, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok18:
+        if not (isinstance(v549, str) and _RE4.fullmatch(v549)):
+            if not isinstance(v549, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok18:
+        if not (isinstance(v550, str) and _RE5.fullmatch(v550)):
+            if not isinstance(v550, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v551) is int or _is_int(v551)) and 1 <= v551 <= 9007199254740991):
         if not (type(v551) is int or _is_int(v551)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v552, str) and _RE4.fullmatch(v552)):
-        if not isinstance(v552, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok18:
+        if not (isinstance(v552, str) and _RE4.fullmatch(v552)):
+            if not isinstance(v552, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v553) is int or _is_int(v553)) and 0 <= v553 <= 9007199254740991):
         if not (type(v553) is int or _is_int(v553)):
             raise SchemaError('.time', 'must be integer')
@@ -4372,6 +4520,7 @@ def validate_ev_injected(x):
         v292 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok7 = type(v282) is str and type(v286) is str and type(v287) is str and type(v289) is str and _RB2.fullmatch(f"{v282}\n{v286}\n{v287}\n{v289}") is not None
     if not (isinstance(v281, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -4408,10 +4557,11 @@ def validate_ev_injected(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v295) - _K2)) + ' properties')
     if len(v281) != n294:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v281) - _K3)) + ' properties')
-    if not (isinstance(v282, str) and _RE4.fullmatch(v282)):
-        if not isinstance(v282, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok7:
+        if not (isinstance(v282, str) and _RE4.fullmatch(v282)):
+            if not isinstance(v282, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v283 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v284, dict)):
@@ -4493,22 +4643,25 @@ def validate_ev_injected(x):
         if not (type(v285) is int or _is_int(v285)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v286, str) and _RE4.fullmatch(v286)):
-        if not isinstance(v286, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v287, str) and _RE5.fullmatch(v287)):
-        if not isinstance(v287, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok7:
+        if not (isinstance(v286, str) and _RE4.fullmatch(v286)):
+            if not isinstance(v286, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok7:
+        if not (isinstance(v287, str) and _RE5.fullmatch(v287)):
+            if not isinstance(v287, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v288) is int or _is_int(v288)) and 1 <= v288 <= 9007199254740991):
         if not (type(v288) is int or _is_int(v288)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v289, str) and _RE4.fullmatch(v289)):
-        if not isinstance(v289, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok7:
+        if not (isinstance(v289, str) and _RE4.fullmatch(v289)):
+            if not isinstance(v289, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v290) is int or _is_int(v290)) and 0 <= v290 <= 9007199254740991):
         if not (type(v290) is int or _is_int(v290)):
             raise SchemaError('.time', 'must be integer')
@@ -4540,6 +4693,7 @@ def validate_ev_log_repaired(x):
         v1148 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok47 = type(v1138) is str and type(v1142) is str and type(v1143) is str and type(v1145) is str and _RB2.fullmatch(f"{v1138}\n{v1142}\n{v1143}\n{v1145}") is not None
     if not (isinstance(v1137, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -4576,10 +4730,11 @@ def validate_ev_log_repaired(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1151) - _K2)) + ' properties')
     if len(v1137) != n1150:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1137) - _K3)) + ' properties')
-    if not (isinstance(v1138, str) and _RE4.fullmatch(v1138)):
-        if not isinstance(v1138, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok47:
+        if not (isinstance(v1138, str) and _RE4.fullmatch(v1138)):
+            if not isinstance(v1138, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1139 is False):
         raise SchemaError('.critical', 'must be same as const definition: False')
     if not (isinstance(v1140, dict)):
@@ -4629,22 +4784,25 @@ def validate_ev_log_repaired(x):
         if not (type(v1141) is int or _is_int(v1141)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1142, str) and _RE4.fullmatch(v1142)):
-        if not isinstance(v1142, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1143, str) and _RE5.fullmatch(v1143)):
-        if not isinstance(v1143, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok47:
+        if not (isinstance(v1142, str) and _RE4.fullmatch(v1142)):
+            if not isinstance(v1142, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok47:
+        if not (isinstance(v1143, str) and _RE5.fullmatch(v1143)):
+            if not isinstance(v1143, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1144) is int or _is_int(v1144)) and 1 <= v1144 <= 9007199254740991):
         if not (type(v1144) is int or _is_int(v1144)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1145, str) and _RE4.fullmatch(v1145)):
-        if not isinstance(v1145, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok47:
+        if not (isinstance(v1145, str) and _RE4.fullmatch(v1145)):
+            if not isinstance(v1145, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1146) is int or _is_int(v1146)) and 0 <= v1146 <= 9007199254740991):
         if not (type(v1146) is int or _is_int(v1146)):
             raise SchemaError('.time', 'must be integer')
@@ -4676,6 +4834,7 @@ def validate_ev_mode_changed(x):
         v1338 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok55 = type(v1328) is str and type(v1332) is str and type(v1333) is str and type(v1335) is str and _RB2.fullmatch(f"{v1328}\n{v1332}\n{v1333}\n{v1335}") is not None
     if not (isinstance(v1327, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -4712,10 +4871,11 @@ def validate_ev_mode_changed(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1341) - _K2)) + ' properties')
     if len(v1327) != n1340:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1327) - _K3)) + ' properties')
-    if not (isinstance(v1328, str) and _RE4.fullmatch(v1328)):
-        if not isinstance(v1328, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok55:
+        if not (isinstance(v1328, str) and _RE4.fullmatch(v1328)):
+            if not isinstance(v1328, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1329 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1330, dict)):
@@ -4743,22 +4903,25 @@ def validate_ev_mode_changed(x):
         if not (type(v1331) is int or _is_int(v1331)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1332, str) and _RE4.fullmatch(v1332)):
-        if not isinstance(v1332, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1333, str) and _RE5.fullmatch(v1333)):
-        if not isinstance(v1333, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok55:
+        if not (isinstance(v1332, str) and _RE4.fullmatch(v1332)):
+            if not isinstance(v1332, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok55:
+        if not (isinstance(v1333, str) and _RE5.fullmatch(v1333)):
+            if not isinstance(v1333, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1334) is int or _is_int(v1334)) and 1 <= v1334 <= 9007199254740991):
         if not (type(v1334) is int or _is_int(v1334)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1335, str) and _RE4.fullmatch(v1335)):
-        if not isinstance(v1335, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok55:
+        if not (isinstance(v1335, str) and _RE4.fullmatch(v1335)):
+            if not isinstance(v1335, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1336) is int or _is_int(v1336)) and 0 <= v1336 <= 9007199254740991):
         if not (type(v1336) is int or _is_int(v1336)):
             raise SchemaError('.time', 'must be integer')
@@ -4790,6 +4953,7 @@ def validate_ev_model_attempt_abandoned(x):
         v483 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok14 = type(v473) is str and type(v477) is str and type(v478) is str and type(v480) is str and _RB2.fullmatch(f"{v473}\n{v477}\n{v478}\n{v480}") is not None
     if not (isinstance(v472, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -4826,10 +4990,11 @@ def validate_ev_model_attempt_abandoned(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v486) - _K2)) + ' properties')
     if len(v472) != n485:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v472) - _K3)) + ' properties')
-    if not (isinstance(v473, str) and _RE4.fullmatch(v473)):
-        if not isinstance(v473, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok14:
+        if not (isinstance(v473, str) and _RE4.fullmatch(v473)):
+            if not isinstance(v473, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v474 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v475, dict)):
@@ -4874,22 +5039,25 @@ def validate_ev_model_attempt_abandoned(x):
         if not (type(v476) is int or _is_int(v476)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v477, str) and _RE4.fullmatch(v477)):
-        if not isinstance(v477, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v478, str) and _RE5.fullmatch(v478)):
-        if not isinstance(v478, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok14:
+        if not (isinstance(v477, str) and _RE4.fullmatch(v477)):
+            if not isinstance(v477, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok14:
+        if not (isinstance(v478, str) and _RE5.fullmatch(v478)):
+            if not isinstance(v478, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v479) is int or _is_int(v479)) and 1 <= v479 <= 9007199254740991):
         if not (type(v479) is int or _is_int(v479)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v480, str) and _RE4.fullmatch(v480)):
-        if not isinstance(v480, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok14:
+        if not (isinstance(v480, str) and _RE4.fullmatch(v480)):
+            if not isinstance(v480, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v481) is int or _is_int(v481)) and 0 <= v481 <= 9007199254740991):
         if not (type(v481) is int or _is_int(v481)):
             raise SchemaError('.time', 'must be integer')
@@ -4921,6 +5089,7 @@ def validate_ev_model_request(x):
         v344 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok9 = type(v334) is str and type(v338) is str and type(v339) is str and type(v341) is str and _RB2.fullmatch(f"{v334}\n{v338}\n{v339}\n{v341}") is not None
     if not (isinstance(v333, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -4957,10 +5126,11 @@ def validate_ev_model_request(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v347) - _K2)) + ' properties')
     if len(v333) != n346:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v333) - _K3)) + ' properties')
-    if not (isinstance(v334, str) and _RE4.fullmatch(v334)):
-        if not isinstance(v334, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok9:
+        if not (isinstance(v334, str) and _RE4.fullmatch(v334)):
+            if not isinstance(v334, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v335 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v336, dict)):
@@ -5033,22 +5203,25 @@ def validate_ev_model_request(x):
         if not (type(v337) is int or _is_int(v337)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v338, str) and _RE4.fullmatch(v338)):
-        if not isinstance(v338, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v339, str) and _RE5.fullmatch(v339)):
-        if not isinstance(v339, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok9:
+        if not (isinstance(v338, str) and _RE4.fullmatch(v338)):
+            if not isinstance(v338, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok9:
+        if not (isinstance(v339, str) and _RE5.fullmatch(v339)):
+            if not isinstance(v339, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v340) is int or _is_int(v340)) and 1 <= v340 <= 9007199254740991):
         if not (type(v340) is int or _is_int(v340)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v341, str) and _RE4.fullmatch(v341)):
-        if not isinstance(v341, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok9:
+        if not (isinstance(v341, str) and _RE4.fullmatch(v341)):
+            if not isinstance(v341, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v342) is int or _is_int(v342)) and 0 <= v342 <= 9007199254740991):
         if not (type(v342) is int or _is_int(v342)):
             raise SchemaError('.time', 'must be integer')
@@ -5080,6 +5253,7 @@ def validate_ev_model_response(x):
         v373 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok10 = type(v363) is str and type(v367) is str and type(v368) is str and type(v370) is str and _RB2.fullmatch(f"{v363}\n{v367}\n{v368}\n{v370}") is not None
     if not (isinstance(v362, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -5116,10 +5290,11 @@ def validate_ev_model_response(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v376) - _K2)) + ' properties')
     if len(v362) != n375:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v362) - _K3)) + ' properties')
-    if not (isinstance(v363, str) and _RE4.fullmatch(v363)):
-        if not isinstance(v363, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok10:
+        if not (isinstance(v363, str) and _RE4.fullmatch(v363)):
+            if not isinstance(v363, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v364 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v365, dict)):
@@ -5183,22 +5358,25 @@ def validate_ev_model_response(x):
         if not (type(v366) is int or _is_int(v366)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v367, str) and _RE4.fullmatch(v367)):
-        if not isinstance(v367, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v368, str) and _RE5.fullmatch(v368)):
-        if not isinstance(v368, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok10:
+        if not (isinstance(v367, str) and _RE4.fullmatch(v367)):
+            if not isinstance(v367, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok10:
+        if not (isinstance(v368, str) and _RE5.fullmatch(v368)):
+            if not isinstance(v368, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v369) is int or _is_int(v369)) and 1 <= v369 <= 9007199254740991):
         if not (type(v369) is int or _is_int(v369)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v370, str) and _RE4.fullmatch(v370)):
-        if not isinstance(v370, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok10:
+        if not (isinstance(v370, str) and _RE4.fullmatch(v370)):
+            if not isinstance(v370, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v371) is int or _is_int(v371)) and 0 <= v371 <= 9007199254740991):
         if not (type(v371) is int or _is_int(v371)):
             raise SchemaError('.time', 'must be integer')
@@ -5230,6 +5408,7 @@ def validate_ev_model_response_recovered(x):
         v452 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok13 = type(v442) is str and type(v446) is str and type(v447) is str and type(v449) is str and _RB2.fullmatch(f"{v442}\n{v446}\n{v447}\n{v449}") is not None
     if not (isinstance(v441, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -5266,10 +5445,11 @@ def validate_ev_model_response_recovered(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v455) - _K2)) + ' properties')
     if len(v441) != n454:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v441) - _K3)) + ' properties')
-    if not (isinstance(v442, str) and _RE4.fullmatch(v442)):
-        if not isinstance(v442, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok13:
+        if not (isinstance(v442, str) and _RE4.fullmatch(v442)):
+            if not isinstance(v442, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v443 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v444, dict)):
@@ -5338,22 +5518,25 @@ def validate_ev_model_response_recovered(x):
         if not (type(v445) is int or _is_int(v445)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v446, str) and _RE4.fullmatch(v446)):
-        if not isinstance(v446, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v447, str) and _RE5.fullmatch(v447)):
-        if not isinstance(v447, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok13:
+        if not (isinstance(v446, str) and _RE4.fullmatch(v446)):
+            if not isinstance(v446, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok13:
+        if not (isinstance(v447, str) and _RE5.fullmatch(v447)):
+            if not isinstance(v447, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v448) is int or _is_int(v448)) and 1 <= v448 <= 9007199254740991):
         if not (type(v448) is int or _is_int(v448)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v449, str) and _RE4.fullmatch(v449)):
-        if not isinstance(v449, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok13:
+        if not (isinstance(v449, str) and _RE4.fullmatch(v449)):
+            if not isinstance(v449, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v450) is int or _is_int(v450)) and 0 <= v450 <= 9007199254740991):
         if not (type(v450) is int or _is_int(v450)):
             raise SchemaError('.time', 'must be integer')
@@ -5385,6 +5568,7 @@ def validate_ev_output_validated(x):
         v1259 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok51 = type(v1249) is str and type(v1253) is str and type(v1254) is str and type(v1256) is str and _RB2.fullmatch(f"{v1249}\n{v1253}\n{v1254}\n{v1256}") is not None
     if not (isinstance(v1248, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -5421,10 +5605,11 @@ def validate_ev_output_validated(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1262) - _K2)) + ' properties')
     if len(v1248) != n1261:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1248) - _K3)) + ' properties')
-    if not (isinstance(v1249, str) and _RE4.fullmatch(v1249)):
-        if not isinstance(v1249, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok51:
+        if not (isinstance(v1249, str) and _RE4.fullmatch(v1249)):
+            if not isinstance(v1249, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1250 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1251, dict)):
@@ -5436,6 +5621,7 @@ def validate_ev_output_validated(x):
     except KeyError:
         raise SchemaError('.data', "must contain ['outcome', 'schema_sha256', 'source_event_id'] properties")
     n1269 = 3
+    ok52 = type(v1267) is str and type(v1268) is str and _RB7.fullmatch(f"{v1267}\n{v1268}") is not None
     if 'errors' in v1251:
         n1269 += 1
         v1270 = v1251['errors']
@@ -5457,14 +5643,16 @@ def validate_ev_output_validated(x):
                 raise SchemaError(f".data.errors[{_idx(v1270, v1271)}]", 'must not contain ' + str(sorted(set(v1271) - _K138)) + ' properties')
     if not ((isinstance(v1266, str) and v1266 in _E139)):
         raise SchemaError('.data.outcome', "must be one of ['accepted', 'rejected']")
-    if not (isinstance(v1267, str) and _RE5.fullmatch(v1267)):
-        if not isinstance(v1267, str):
-            raise SchemaError('.data.schema_sha256', 'must be string')
-        raise SchemaError('.data.schema_sha256', 'must match pattern ^[0-9a-f]{64}\\Z')
-    if not (isinstance(v1268, str) and _RE4.fullmatch(v1268)):
-        if not isinstance(v1268, str):
-            raise SchemaError('.data.source_event_id', 'must be string')
-        raise SchemaError('.data.source_event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok52:
+        if not (isinstance(v1267, str) and _RE5.fullmatch(v1267)):
+            if not isinstance(v1267, str):
+                raise SchemaError('.data.schema_sha256', 'must be string')
+            raise SchemaError('.data.schema_sha256', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok52:
+        if not (isinstance(v1268, str) and _RE4.fullmatch(v1268)):
+            if not isinstance(v1268, str):
+                raise SchemaError('.data.source_event_id', 'must be string')
+            raise SchemaError('.data.source_event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if 'value' in v1251:
         n1269 += 1
     if len(v1251) != n1269:
@@ -5487,22 +5675,25 @@ def validate_ev_output_validated(x):
         if not (type(v1252) is int or _is_int(v1252)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1253, str) and _RE4.fullmatch(v1253)):
-        if not isinstance(v1253, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1254, str) and _RE5.fullmatch(v1254)):
-        if not isinstance(v1254, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok51:
+        if not (isinstance(v1253, str) and _RE4.fullmatch(v1253)):
+            if not isinstance(v1253, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok51:
+        if not (isinstance(v1254, str) and _RE5.fullmatch(v1254)):
+            if not isinstance(v1254, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1255) is int or _is_int(v1255)) and 1 <= v1255 <= 9007199254740991):
         if not (type(v1255) is int or _is_int(v1255)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1256, str) and _RE4.fullmatch(v1256)):
-        if not isinstance(v1256, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok51:
+        if not (isinstance(v1256, str) and _RE4.fullmatch(v1256)):
+            if not isinstance(v1256, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1257) is int or _is_int(v1257)) and 0 <= v1257 <= 9007199254740991):
         if not (type(v1257) is int or _is_int(v1257)):
             raise SchemaError('.time', 'must be integer')
@@ -5534,6 +5725,7 @@ def validate_ev_park_escalated(x):
         v923 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok36 = type(v913) is str and type(v917) is str and type(v918) is str and type(v920) is str and _RB2.fullmatch(f"{v913}\n{v917}\n{v918}\n{v920}") is not None
     if not (isinstance(v912, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -5570,10 +5762,11 @@ def validate_ev_park_escalated(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v926) - _K2)) + ' properties')
     if len(v912) != n925:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v912) - _K3)) + ' properties')
-    if not (isinstance(v913, str) and _RE4.fullmatch(v913)):
-        if not isinstance(v913, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok36:
+        if not (isinstance(v913, str) and _RE4.fullmatch(v913)):
+            if not isinstance(v913, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v914 is False):
         raise SchemaError('.critical', 'must be same as const definition: False')
     if not (isinstance(v915, dict)):
@@ -5603,22 +5796,25 @@ def validate_ev_park_escalated(x):
         if not (type(v916) is int or _is_int(v916)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v917, str) and _RE4.fullmatch(v917)):
-        if not isinstance(v917, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v918, str) and _RE5.fullmatch(v918)):
-        if not isinstance(v918, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok36:
+        if not (isinstance(v917, str) and _RE4.fullmatch(v917)):
+            if not isinstance(v917, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok36:
+        if not (isinstance(v918, str) and _RE5.fullmatch(v918)):
+            if not isinstance(v918, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v919) is int or _is_int(v919)) and 1 <= v919 <= 9007199254740991):
         if not (type(v919) is int or _is_int(v919)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v920, str) and _RE4.fullmatch(v920)):
-        if not isinstance(v920, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok36:
+        if not (isinstance(v920, str) and _RE4.fullmatch(v920)):
+            if not isinstance(v920, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v921) is int or _is_int(v921)) and 0 <= v921 <= 9007199254740991):
         if not (type(v921) is int or _is_int(v921)):
             raise SchemaError('.time', 'must be integer')
@@ -5650,6 +5846,7 @@ def validate_ev_parked(x):
         v899 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok35 = type(v889) is str and type(v893) is str and type(v894) is str and type(v896) is str and _RB2.fullmatch(f"{v889}\n{v893}\n{v894}\n{v896}") is not None
     if not (isinstance(v888, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -5686,10 +5883,11 @@ def validate_ev_parked(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v902) - _K2)) + ' properties')
     if len(v888) != n901:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v888) - _K3)) + ' properties')
-    if not (isinstance(v889, str) and _RE4.fullmatch(v889)):
-        if not isinstance(v889, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok35:
+        if not (isinstance(v889, str) and _RE4.fullmatch(v889)):
+            if not isinstance(v889, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v890 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v891, dict)):
@@ -5730,22 +5928,25 @@ def validate_ev_parked(x):
         if not (type(v892) is int or _is_int(v892)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v893, str) and _RE4.fullmatch(v893)):
-        if not isinstance(v893, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v894, str) and _RE5.fullmatch(v894)):
-        if not isinstance(v894, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok35:
+        if not (isinstance(v893, str) and _RE4.fullmatch(v893)):
+            if not isinstance(v893, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok35:
+        if not (isinstance(v894, str) and _RE5.fullmatch(v894)):
+            if not isinstance(v894, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v895) is int or _is_int(v895)) and 1 <= v895 <= 9007199254740991):
         if not (type(v895) is int or _is_int(v895)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v896, str) and _RE4.fullmatch(v896)):
-        if not isinstance(v896, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok35:
+        if not (isinstance(v896, str) and _RE4.fullmatch(v896)):
+            if not isinstance(v896, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v897) is int or _is_int(v897)) and 0 <= v897 <= 9007199254740991):
         if not (type(v897) is int or _is_int(v897)):
             raise SchemaError('.time', 'must be integer')
@@ -5777,6 +5978,7 @@ def validate_ev_permission_decision(x):
         v530 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok17 = type(v520) is str and type(v524) is str and type(v525) is str and type(v527) is str and _RB2.fullmatch(f"{v520}\n{v524}\n{v525}\n{v527}") is not None
     if not (isinstance(v519, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -5813,10 +6015,11 @@ def validate_ev_permission_decision(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v533) - _K2)) + ' properties')
     if len(v519) != n532:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v519) - _K3)) + ' properties')
-    if not (isinstance(v520, str) and _RE4.fullmatch(v520)):
-        if not isinstance(v520, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok17:
+        if not (isinstance(v520, str) and _RE4.fullmatch(v520)):
+            if not isinstance(v520, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v521 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v522, dict)):
@@ -5857,22 +6060,25 @@ def validate_ev_permission_decision(x):
         if not (type(v523) is int or _is_int(v523)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v524, str) and _RE4.fullmatch(v524)):
-        if not isinstance(v524, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v525, str) and _RE5.fullmatch(v525)):
-        if not isinstance(v525, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok17:
+        if not (isinstance(v524, str) and _RE4.fullmatch(v524)):
+            if not isinstance(v524, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok17:
+        if not (isinstance(v525, str) and _RE5.fullmatch(v525)):
+            if not isinstance(v525, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v526) is int or _is_int(v526)) and 1 <= v526 <= 9007199254740991):
         if not (type(v526) is int or _is_int(v526)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v527, str) and _RE4.fullmatch(v527)):
-        if not isinstance(v527, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok17:
+        if not (isinstance(v527, str) and _RE4.fullmatch(v527)):
+            if not isinstance(v527, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v528) is int or _is_int(v528)) and 0 <= v528 <= 9007199254740991):
         if not (type(v528) is int or _is_int(v528)):
             raise SchemaError('.time', 'must be integer')
@@ -5904,6 +6110,7 @@ def validate_ev_permission_rule_added(x):
         v1360 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok56 = type(v1350) is str and type(v1354) is str and type(v1355) is str and type(v1357) is str and _RB2.fullmatch(f"{v1350}\n{v1354}\n{v1355}\n{v1357}") is not None
     if not (isinstance(v1349, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -5939,10 +6146,11 @@ def validate_ev_permission_rule_added(x):
         raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1362) - _K2)) + ' properties')
     if len(v1349) != 2:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1349) - _K3)) + ' properties')
-    if not (isinstance(v1350, str) and _RE4.fullmatch(v1350)):
-        if not isinstance(v1350, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok56:
+        if not (isinstance(v1350, str) and _RE4.fullmatch(v1350)):
+            if not isinstance(v1350, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1351 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1352, dict)):
@@ -5969,22 +6177,25 @@ def validate_ev_permission_rule_added(x):
         if not (type(v1353) is int or _is_int(v1353)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1354, str) and _RE4.fullmatch(v1354)):
-        if not isinstance(v1354, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1355, str) and _RE5.fullmatch(v1355)):
-        if not isinstance(v1355, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok56:
+        if not (isinstance(v1354, str) and _RE4.fullmatch(v1354)):
+            if not isinstance(v1354, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok56:
+        if not (isinstance(v1355, str) and _RE5.fullmatch(v1355)):
+            if not isinstance(v1355, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1356) is int or _is_int(v1356)) and 1 <= v1356 <= 9007199254740991):
         if not (type(v1356) is int or _is_int(v1356)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1357, str) and _RE4.fullmatch(v1357)):
-        if not isinstance(v1357, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok56:
+        if not (isinstance(v1357, str) and _RE4.fullmatch(v1357)):
+            if not isinstance(v1357, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1358) is int or _is_int(v1358)) and 0 <= v1358 <= 9007199254740991):
         if not (type(v1358) is int or _is_int(v1358)):
             raise SchemaError('.time', 'must be integer')
@@ -6016,6 +6227,7 @@ def validate_ev_resumed(x):
         v944 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok37 = type(v934) is str and type(v938) is str and type(v939) is str and type(v941) is str and _RB2.fullmatch(f"{v934}\n{v938}\n{v939}\n{v941}") is not None
     if not (isinstance(v933, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -6052,10 +6264,11 @@ def validate_ev_resumed(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v947) - _K2)) + ' properties')
     if len(v933) != n946:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v933) - _K3)) + ' properties')
-    if not (isinstance(v934, str) and _RE4.fullmatch(v934)):
-        if not isinstance(v934, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok37:
+        if not (isinstance(v934, str) and _RE4.fullmatch(v934)):
+            if not isinstance(v934, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v935 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v936, dict)):
@@ -6090,22 +6303,25 @@ def validate_ev_resumed(x):
         if not (type(v937) is int or _is_int(v937)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v938, str) and _RE4.fullmatch(v938)):
-        if not isinstance(v938, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v939, str) and _RE5.fullmatch(v939)):
-        if not isinstance(v939, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok37:
+        if not (isinstance(v938, str) and _RE4.fullmatch(v938)):
+            if not isinstance(v938, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok37:
+        if not (isinstance(v939, str) and _RE5.fullmatch(v939)):
+            if not isinstance(v939, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v940) is int or _is_int(v940)) and 1 <= v940 <= 9007199254740991):
         if not (type(v940) is int or _is_int(v940)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v941, str) and _RE4.fullmatch(v941)):
-        if not isinstance(v941, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok37:
+        if not (isinstance(v941, str) and _RE4.fullmatch(v941)):
+            if not isinstance(v941, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v942) is int or _is_int(v942)) and 0 <= v942 <= 9007199254740991):
         if not (type(v942) is int or _is_int(v942)):
             raise SchemaError('.time', 'must be integer')
@@ -6137,6 +6353,7 @@ def validate_ev_retry_scheduled(x):
         v1212 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok49 = type(v1202) is str and type(v1206) is str and type(v1207) is str and type(v1209) is str and _RB2.fullmatch(f"{v1202}\n{v1206}\n{v1207}\n{v1209}") is not None
     if not (isinstance(v1201, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -6173,10 +6390,11 @@ def validate_ev_retry_scheduled(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1215) - _K2)) + ' properties')
     if len(v1201) != n1214:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1201) - _K3)) + ' properties')
-    if not (isinstance(v1202, str) and _RE4.fullmatch(v1202)):
-        if not isinstance(v1202, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok49:
+        if not (isinstance(v1202, str) and _RE4.fullmatch(v1202)):
+            if not isinstance(v1202, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1203 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1204, dict)):
@@ -6208,22 +6426,25 @@ def validate_ev_retry_scheduled(x):
         if not (type(v1205) is int or _is_int(v1205)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1206, str) and _RE4.fullmatch(v1206)):
-        if not isinstance(v1206, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1207, str) and _RE5.fullmatch(v1207)):
-        if not isinstance(v1207, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok49:
+        if not (isinstance(v1206, str) and _RE4.fullmatch(v1206)):
+            if not isinstance(v1206, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok49:
+        if not (isinstance(v1207, str) and _RE5.fullmatch(v1207)):
+            if not isinstance(v1207, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1208) is int or _is_int(v1208)) and 1 <= v1208 <= 9007199254740991):
         if not (type(v1208) is int or _is_int(v1208)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1209, str) and _RE4.fullmatch(v1209)):
-        if not isinstance(v1209, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok49:
+        if not (isinstance(v1209, str) and _RE4.fullmatch(v1209)):
+            if not isinstance(v1209, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1210) is int or _is_int(v1210)) and 0 <= v1210 <= 9007199254740991):
         if not (type(v1210) is int or _is_int(v1210)):
             raise SchemaError('.time', 'must be integer')
@@ -6255,6 +6476,7 @@ def validate_ev_schedule_fired(x):
         v1075 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok44 = type(v1065) is str and type(v1069) is str and type(v1070) is str and type(v1072) is str and _RB2.fullmatch(f"{v1065}\n{v1069}\n{v1070}\n{v1072}") is not None
     if not (isinstance(v1064, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -6291,10 +6513,11 @@ def validate_ev_schedule_fired(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1078) - _K2)) + ' properties')
     if len(v1064) != n1077:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1064) - _K3)) + ' properties')
-    if not (isinstance(v1065, str) and _RE4.fullmatch(v1065)):
-        if not isinstance(v1065, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok44:
+        if not (isinstance(v1065, str) and _RE4.fullmatch(v1065)):
+            if not isinstance(v1065, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1066 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1067, dict)):
@@ -6328,22 +6551,25 @@ def validate_ev_schedule_fired(x):
         if not (type(v1068) is int or _is_int(v1068)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1069, str) and _RE4.fullmatch(v1069)):
-        if not isinstance(v1069, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1070, str) and _RE5.fullmatch(v1070)):
-        if not isinstance(v1070, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok44:
+        if not (isinstance(v1069, str) and _RE4.fullmatch(v1069)):
+            if not isinstance(v1069, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok44:
+        if not (isinstance(v1070, str) and _RE5.fullmatch(v1070)):
+            if not isinstance(v1070, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1071) is int or _is_int(v1071)) and 1 <= v1071 <= 9007199254740991):
         if not (type(v1071) is int or _is_int(v1071)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1072, str) and _RE4.fullmatch(v1072)):
-        if not isinstance(v1072, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok44:
+        if not (isinstance(v1072, str) and _RE4.fullmatch(v1072)):
+            if not isinstance(v1072, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1073) is int or _is_int(v1073)) and 0 <= v1073 <= 9007199254740991):
         if not (type(v1073) is int or _is_int(v1073)):
             raise SchemaError('.time', 'must be integer')
@@ -6375,6 +6601,7 @@ def validate_ev_schedule_skipped(x):
         v1097 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok45 = type(v1087) is str and type(v1091) is str and type(v1092) is str and type(v1094) is str and _RB2.fullmatch(f"{v1087}\n{v1091}\n{v1092}\n{v1094}") is not None
     if not (isinstance(v1086, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -6411,10 +6638,11 @@ def validate_ev_schedule_skipped(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1100) - _K2)) + ' properties')
     if len(v1086) != n1099:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1086) - _K3)) + ' properties')
-    if not (isinstance(v1087, str) and _RE4.fullmatch(v1087)):
-        if not isinstance(v1087, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok45:
+        if not (isinstance(v1087, str) and _RE4.fullmatch(v1087)):
+            if not isinstance(v1087, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1088 is False):
         raise SchemaError('.critical', 'must be same as const definition: False')
     if not (isinstance(v1089, dict)):
@@ -6451,22 +6679,25 @@ def validate_ev_schedule_skipped(x):
         if not (type(v1090) is int or _is_int(v1090)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1091, str) and _RE4.fullmatch(v1091)):
-        if not isinstance(v1091, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1092, str) and _RE5.fullmatch(v1092)):
-        if not isinstance(v1092, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok45:
+        if not (isinstance(v1091, str) and _RE4.fullmatch(v1091)):
+            if not isinstance(v1091, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok45:
+        if not (isinstance(v1092, str) and _RE5.fullmatch(v1092)):
+            if not isinstance(v1092, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1093) is int or _is_int(v1093)) and 1 <= v1093 <= 9007199254740991):
         if not (type(v1093) is int or _is_int(v1093)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1094, str) and _RE4.fullmatch(v1094)):
-        if not isinstance(v1094, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok45:
+        if not (isinstance(v1094, str) and _RE4.fullmatch(v1094)):
+            if not isinstance(v1094, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1095) is int or _is_int(v1095)) and 0 <= v1095 <= 9007199254740991):
         if not (type(v1095) is int or _is_int(v1095)):
             raise SchemaError('.time', 'must be integer')
@@ -6498,6 +6729,7 @@ def validate_ev_settings_changed(x):
         v1173 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok48 = type(v1163) is str and type(v1167) is str and type(v1168) is str and type(v1170) is str and _RB2.fullmatch(f"{v1163}\n{v1167}\n{v1168}\n{v1170}") is not None
     if not (isinstance(v1162, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -6538,10 +6770,11 @@ def validate_ev_settings_changed(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1176) - _K2)) + ' properties')
     if len(v1162) != n1175:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1162) - _K3)) + ' properties')
-    if not (isinstance(v1163, str) and _RE4.fullmatch(v1163)):
-        if not isinstance(v1163, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok48:
+        if not (isinstance(v1163, str) and _RE4.fullmatch(v1163)):
+            if not isinstance(v1163, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1164 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1165, dict)):
@@ -6619,22 +6852,25 @@ def validate_ev_settings_changed(x):
         if not (type(v1166) is int or _is_int(v1166)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1167, str) and _RE4.fullmatch(v1167)):
-        if not isinstance(v1167, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1168, str) and _RE5.fullmatch(v1168)):
-        if not isinstance(v1168, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok48:
+        if not (isinstance(v1167, str) and _RE4.fullmatch(v1167)):
+            if not isinstance(v1167, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok48:
+        if not (isinstance(v1168, str) and _RE5.fullmatch(v1168)):
+            if not isinstance(v1168, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1169) is int or _is_int(v1169)) and 1 <= v1169 <= 9007199254740991):
         if not (type(v1169) is int or _is_int(v1169)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1170, str) and _RE4.fullmatch(v1170)):
-        if not isinstance(v1170, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok48:
+        if not (isinstance(v1170, str) and _RE4.fullmatch(v1170)):
+            if not isinstance(v1170, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1171) is int or _is_int(v1171)) and 0 <= v1171 <= 9007199254740991):
         if not (type(v1171) is int or _is_int(v1171)):
             raise SchemaError('.time', 'must be integer')
@@ -6712,6 +6948,7 @@ def validate_ev_snapshot(x):
         v842 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok31 = type(v832) is str and type(v836) is str and type(v837) is str and type(v839) is str and _RB2.fullmatch(f"{v832}\n{v836}\n{v837}\n{v839}") is not None
     if not (isinstance(v831, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -6748,10 +6985,11 @@ def validate_ev_snapshot(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v845) - _K2)) + ' properties')
     if len(v831) != n844:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v831) - _K3)) + ' properties')
-    if not (isinstance(v832, str) and _RE4.fullmatch(v832)):
-        if not isinstance(v832, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok31:
+        if not (isinstance(v832, str) and _RE4.fullmatch(v832)):
+            if not isinstance(v832, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v833 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v834, dict)):
@@ -6767,6 +7005,7 @@ def validate_ev_snapshot(x):
     except KeyError:
         raise SchemaError('.data', "must contain ['capture_class', 'expires_at', 'manifest_hash', 'provider', 'quiesced', 'sandbox_id', 'snapshot_id'] properties")
     n856 = 7
+    ok32 = type(v851) is str and type(v852) is str and _RB8.fullmatch(f"{v851}\n{v852}") is not None
     if not ((isinstance(v849, str) and v849 in _E103)):
         raise SchemaError('.data.capture_class', "must be one of ['filesystem', 'filesystem_and_processes', 'full_vm']")
     if not (((type(v850) is int or _is_int(v850)) and 0 <= v850 <= 9007199254740991) or v850 is None):
@@ -6778,14 +7017,16 @@ def validate_ev_snapshot(x):
             if not (type(v857) is int or _is_int(v857)):
                 raise SchemaError('.data.knowledge_revision', 'must be integer')
             raise SchemaError('.data.knowledge_revision', 'must be in [0, 9007199254740991]')
-    if not (isinstance(v851, str) and _RE5.fullmatch(v851)):
-        if not isinstance(v851, str):
-            raise SchemaError('.data.manifest_hash', 'must be string')
-        raise SchemaError('.data.manifest_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
-    if not (isinstance(v852, str) and _RE6.fullmatch(v852)):
-        if not isinstance(v852, str):
-            raise SchemaError('.data.provider', 'must be string')
-        raise SchemaError('.data.provider', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
+    if not ok32:
+        if not (isinstance(v851, str) and _RE5.fullmatch(v851)):
+            if not isinstance(v851, str):
+                raise SchemaError('.data.manifest_hash', 'must be string')
+            raise SchemaError('.data.manifest_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok32:
+        if not (isinstance(v852, str) and _RE6.fullmatch(v852)):
+            if not isinstance(v852, str):
+                raise SchemaError('.data.provider', 'must be string')
+            raise SchemaError('.data.provider', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
     if not (isinstance(v853, dict)):
         raise SchemaError('.data.quiesced', 'must be object')
     try:
@@ -6831,22 +7072,25 @@ def validate_ev_snapshot(x):
         if not (type(v835) is int or _is_int(v835)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v836, str) and _RE4.fullmatch(v836)):
-        if not isinstance(v836, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v837, str) and _RE5.fullmatch(v837)):
-        if not isinstance(v837, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok31:
+        if not (isinstance(v836, str) and _RE4.fullmatch(v836)):
+            if not isinstance(v836, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok31:
+        if not (isinstance(v837, str) and _RE5.fullmatch(v837)):
+            if not isinstance(v837, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v838) is int or _is_int(v838)) and 1 <= v838 <= 9007199254740991):
         if not (type(v838) is int or _is_int(v838)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v839, str) and _RE4.fullmatch(v839)):
-        if not isinstance(v839, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok31:
+        if not (isinstance(v839, str) and _RE4.fullmatch(v839)):
+            if not isinstance(v839, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v840) is int or _is_int(v840)) and 0 <= v840 <= 9007199254740991):
         if not (type(v840) is int or _is_int(v840)):
             raise SchemaError('.time', 'must be integer')
@@ -6878,6 +7122,7 @@ def validate_ev_steer(x):
         v269 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok6 = type(v259) is str and type(v263) is str and type(v264) is str and type(v266) is str and _RB2.fullmatch(f"{v259}\n{v263}\n{v264}\n{v266}") is not None
     if not (isinstance(v258, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -6913,10 +7158,11 @@ def validate_ev_steer(x):
         raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v271) - _K2)) + ' properties')
     if len(v258) != 2:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v258) - _K3)) + ' properties')
-    if not (isinstance(v259, str) and _RE4.fullmatch(v259)):
-        if not isinstance(v259, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok6:
+        if not (isinstance(v259, str) and _RE4.fullmatch(v259)):
+            if not isinstance(v259, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v260 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v261, dict)):
@@ -6961,22 +7207,25 @@ def validate_ev_steer(x):
         if not (type(v262) is int or _is_int(v262)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v263, str) and _RE4.fullmatch(v263)):
-        if not isinstance(v263, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v264, str) and _RE5.fullmatch(v264)):
-        if not isinstance(v264, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok6:
+        if not (isinstance(v263, str) and _RE4.fullmatch(v263)):
+            if not isinstance(v263, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok6:
+        if not (isinstance(v264, str) and _RE5.fullmatch(v264)):
+            if not isinstance(v264, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v265) is int or _is_int(v265)) and 1 <= v265 <= 9007199254740991):
         if not (type(v265) is int or _is_int(v265)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v266, str) and _RE4.fullmatch(v266)):
-        if not isinstance(v266, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok6:
+        if not (isinstance(v266, str) and _RE4.fullmatch(v266)):
+            if not isinstance(v266, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v267) is int or _is_int(v267)) and 0 <= v267 <= 9007199254740991):
         if not (type(v267) is int or _is_int(v267)):
             raise SchemaError('.time', 'must be integer')
@@ -7008,6 +7257,7 @@ def validate_ev_stop_when_idle(x):
         v1034 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok42 = type(v1024) is str and type(v1028) is str and type(v1029) is str and type(v1031) is str and _RB2.fullmatch(f"{v1024}\n{v1028}\n{v1029}\n{v1031}") is not None
     if not (isinstance(v1023, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -7043,10 +7293,11 @@ def validate_ev_stop_when_idle(x):
         raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1036) - _K2)) + ' properties')
     if len(v1023) != 2:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1023) - _K3)) + ' properties')
-    if not (isinstance(v1024, str) and _RE4.fullmatch(v1024)):
-        if not isinstance(v1024, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok42:
+        if not (isinstance(v1024, str) and _RE4.fullmatch(v1024)):
+            if not isinstance(v1024, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1025 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1026, dict)):
@@ -7063,22 +7314,25 @@ def validate_ev_stop_when_idle(x):
         if not (type(v1027) is int or _is_int(v1027)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1028, str) and _RE4.fullmatch(v1028)):
-        if not isinstance(v1028, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1029, str) and _RE5.fullmatch(v1029)):
-        if not isinstance(v1029, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok42:
+        if not (isinstance(v1028, str) and _RE4.fullmatch(v1028)):
+            if not isinstance(v1028, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok42:
+        if not (isinstance(v1029, str) and _RE5.fullmatch(v1029)):
+            if not isinstance(v1029, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1030) is int or _is_int(v1030)) and 1 <= v1030 <= 9007199254740991):
         if not (type(v1030) is int or _is_int(v1030)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1031, str) and _RE4.fullmatch(v1031)):
-        if not isinstance(v1031, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok42:
+        if not (isinstance(v1031, str) and _RE4.fullmatch(v1031)):
+            if not isinstance(v1031, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1032) is int or _is_int(v1032)) and 0 <= v1032 <= 9007199254740991):
         if not (type(v1032) is int or _is_int(v1032)):
             raise SchemaError('.time', 'must be integer')
@@ -7110,6 +7364,7 @@ def validate_ev_team_message(x):
         v1561 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok64 = type(v1551) is str and type(v1555) is str and type(v1556) is str and type(v1558) is str and _RB2.fullmatch(f"{v1551}\n{v1555}\n{v1556}\n{v1558}") is not None
     if not (isinstance(v1550, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -7146,10 +7401,11 @@ def validate_ev_team_message(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1564) - _K2)) + ' properties')
     if len(v1550) != n1563:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1550) - _K3)) + ' properties')
-    if not (isinstance(v1551, str) and _RE4.fullmatch(v1551)):
-        if not isinstance(v1551, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok64:
+        if not (isinstance(v1551, str) and _RE4.fullmatch(v1551)):
+            if not isinstance(v1551, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1552 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1553, dict)):
@@ -7211,22 +7467,25 @@ def validate_ev_team_message(x):
         if not (type(v1554) is int or _is_int(v1554)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1555, str) and _RE4.fullmatch(v1555)):
-        if not isinstance(v1555, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1556, str) and _RE5.fullmatch(v1556)):
-        if not isinstance(v1556, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok64:
+        if not (isinstance(v1555, str) and _RE4.fullmatch(v1555)):
+            if not isinstance(v1555, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok64:
+        if not (isinstance(v1556, str) and _RE5.fullmatch(v1556)):
+            if not isinstance(v1556, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1557) is int or _is_int(v1557)) and 1 <= v1557 <= 9007199254740991):
         if not (type(v1557) is int or _is_int(v1557)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1558, str) and _RE4.fullmatch(v1558)):
-        if not isinstance(v1558, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok64:
+        if not (isinstance(v1558, str) and _RE4.fullmatch(v1558)):
+            if not isinstance(v1558, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1559) is int or _is_int(v1559)) and 0 <= v1559 <= 9007199254740991):
         if not (type(v1559) is int or _is_int(v1559)):
             raise SchemaError('.time', 'must be integer')
@@ -7258,6 +7517,7 @@ def validate_ev_team_task_claimed(x):
         v1521 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok62 = type(v1511) is str and type(v1515) is str and type(v1516) is str and type(v1518) is str and _RB2.fullmatch(f"{v1511}\n{v1515}\n{v1516}\n{v1518}") is not None
     if not (isinstance(v1510, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -7294,10 +7554,11 @@ def validate_ev_team_task_claimed(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1524) - _K2)) + ' properties')
     if len(v1510) != n1523:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1510) - _K3)) + ' properties')
-    if not (isinstance(v1511, str) and _RE4.fullmatch(v1511)):
-        if not isinstance(v1511, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok62:
+        if not (isinstance(v1511, str) and _RE4.fullmatch(v1511)):
+            if not isinstance(v1511, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1512 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1513, dict)):
@@ -7321,22 +7582,25 @@ def validate_ev_team_task_claimed(x):
         if not (type(v1514) is int or _is_int(v1514)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1515, str) and _RE4.fullmatch(v1515)):
-        if not isinstance(v1515, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1516, str) and _RE5.fullmatch(v1516)):
-        if not isinstance(v1516, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok62:
+        if not (isinstance(v1515, str) and _RE4.fullmatch(v1515)):
+            if not isinstance(v1515, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok62:
+        if not (isinstance(v1516, str) and _RE5.fullmatch(v1516)):
+            if not isinstance(v1516, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1517) is int or _is_int(v1517)) and 1 <= v1517 <= 9007199254740991):
         if not (type(v1517) is int or _is_int(v1517)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1518, str) and _RE4.fullmatch(v1518)):
-        if not isinstance(v1518, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok62:
+        if not (isinstance(v1518, str) and _RE4.fullmatch(v1518)):
+            if not isinstance(v1518, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1519) is int or _is_int(v1519)) and 0 <= v1519 <= 9007199254740991):
         if not (type(v1519) is int or _is_int(v1519)):
             raise SchemaError('.time', 'must be integer')
@@ -7368,6 +7632,7 @@ def validate_ev_team_task_created(x):
         v1497 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok61 = type(v1487) is str and type(v1491) is str and type(v1492) is str and type(v1494) is str and _RB2.fullmatch(f"{v1487}\n{v1491}\n{v1492}\n{v1494}") is not None
     if not (isinstance(v1486, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -7404,10 +7669,11 @@ def validate_ev_team_task_created(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1500) - _K2)) + ' properties')
     if len(v1486) != n1499:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1486) - _K3)) + ' properties')
-    if not (isinstance(v1487, str) and _RE4.fullmatch(v1487)):
-        if not isinstance(v1487, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok61:
+        if not (isinstance(v1487, str) and _RE4.fullmatch(v1487)):
+            if not isinstance(v1487, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1488 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1489, dict)):
@@ -7445,22 +7711,25 @@ def validate_ev_team_task_created(x):
         if not (type(v1490) is int or _is_int(v1490)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1491, str) and _RE4.fullmatch(v1491)):
-        if not isinstance(v1491, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1492, str) and _RE5.fullmatch(v1492)):
-        if not isinstance(v1492, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok61:
+        if not (isinstance(v1491, str) and _RE4.fullmatch(v1491)):
+            if not isinstance(v1491, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok61:
+        if not (isinstance(v1492, str) and _RE5.fullmatch(v1492)):
+            if not isinstance(v1492, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1493) is int or _is_int(v1493)) and 1 <= v1493 <= 9007199254740991):
         if not (type(v1493) is int or _is_int(v1493)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1494, str) and _RE4.fullmatch(v1494)):
-        if not isinstance(v1494, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok61:
+        if not (isinstance(v1494, str) and _RE4.fullmatch(v1494)):
+            if not isinstance(v1494, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1495) is int or _is_int(v1495)) and 0 <= v1495 <= 9007199254740991):
         if not (type(v1495) is int or _is_int(v1495)):
             raise SchemaError('.time', 'must be integer')
@@ -7492,6 +7761,7 @@ def validate_ev_team_task_updated(x):
         v1541 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok63 = type(v1531) is str and type(v1535) is str and type(v1536) is str and type(v1538) is str and _RB2.fullmatch(f"{v1531}\n{v1535}\n{v1536}\n{v1538}") is not None
     if not (isinstance(v1530, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -7528,10 +7798,11 @@ def validate_ev_team_task_updated(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1544) - _K2)) + ' properties')
     if len(v1530) != n1543:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1530) - _K3)) + ' properties')
-    if not (isinstance(v1531, str) and _RE4.fullmatch(v1531)):
-        if not isinstance(v1531, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok63:
+        if not (isinstance(v1531, str) and _RE4.fullmatch(v1531)):
+            if not isinstance(v1531, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1532 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1533, dict)):
@@ -7553,22 +7824,25 @@ def validate_ev_team_task_updated(x):
         if not (type(v1534) is int or _is_int(v1534)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1535, str) and _RE4.fullmatch(v1535)):
-        if not isinstance(v1535, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1536, str) and _RE5.fullmatch(v1536)):
-        if not isinstance(v1536, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok63:
+        if not (isinstance(v1535, str) and _RE4.fullmatch(v1535)):
+            if not isinstance(v1535, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok63:
+        if not (isinstance(v1536, str) and _RE5.fullmatch(v1536)):
+            if not isinstance(v1536, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1537) is int or _is_int(v1537)) and 1 <= v1537 <= 9007199254740991):
         if not (type(v1537) is int or _is_int(v1537)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1538, str) and _RE4.fullmatch(v1538)):
-        if not isinstance(v1538, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok63:
+        if not (isinstance(v1538, str) and _RE4.fullmatch(v1538)):
+            if not isinstance(v1538, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1539) is int or _is_int(v1539)) and 0 <= v1539 <= 9007199254740991):
         if not (type(v1539) is int or _is_int(v1539)):
             raise SchemaError('.time', 'must be integer')
@@ -7600,6 +7874,7 @@ def validate_ev_thread_started(x):
         v30 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok2 = type(v20) is str and type(v24) is str and type(v25) is str and type(v27) is str and _RB2.fullmatch(f"{v20}\n{v24}\n{v25}\n{v27}") is not None
     if not (isinstance(v19, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -7636,10 +7911,11 @@ def validate_ev_thread_started(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v33) - _K2)) + ' properties')
     if len(v19) != n32:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v19) - _K3)) + ' properties')
-    if not (isinstance(v20, str) and _RE4.fullmatch(v20)):
-        if not isinstance(v20, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok2:
+        if not (isinstance(v20, str) and _RE4.fullmatch(v20)):
+            if not isinstance(v20, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v21 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v22, dict)):
@@ -7716,20 +7992,24 @@ def validate_ev_thread_started(x):
             v54 = v50['thread_id']
         except KeyError:
             raise SchemaError('.data.parent', "must contain ['branch_id', 'event_id', 'relation', 'thread_id'] properties")
-        if not (isinstance(v51, str) and _RE4.fullmatch(v51)):
-            if not isinstance(v51, str):
-                raise SchemaError('.data.parent.branch_id', 'must be string')
-            raise SchemaError('.data.parent.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-        if not (isinstance(v52, str) and _RE4.fullmatch(v52)):
-            if not isinstance(v52, str):
-                raise SchemaError('.data.parent.event_id', 'must be string')
-            raise SchemaError('.data.parent.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+        ok3 = type(v51) is str and type(v52) is str and type(v54) is str and _RB3.fullmatch(f"{v51}\n{v52}\n{v54}") is not None
+        if not ok3:
+            if not (isinstance(v51, str) and _RE4.fullmatch(v51)):
+                if not isinstance(v51, str):
+                    raise SchemaError('.data.parent.branch_id', 'must be string')
+                raise SchemaError('.data.parent.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+        if not ok3:
+            if not (isinstance(v52, str) and _RE4.fullmatch(v52)):
+                if not isinstance(v52, str):
+                    raise SchemaError('.data.parent.event_id', 'must be string')
+                raise SchemaError('.data.parent.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
         if not ((isinstance(v53, str) and v53 in _E10)):
             raise SchemaError('.data.parent.relation', "must be one of ['subagent', 'handoff']")
-        if not (isinstance(v54, str) and _RE4.fullmatch(v54)):
-            if not isinstance(v54, str):
-                raise SchemaError('.data.parent.thread_id', 'must be string')
-            raise SchemaError('.data.parent.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+        if not ok3:
+            if not (isinstance(v54, str) and _RE4.fullmatch(v54)):
+                if not isinstance(v54, str):
+                    raise SchemaError('.data.parent.thread_id', 'must be string')
+                raise SchemaError('.data.parent.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
         if len(v50) != 4:
             raise SchemaError('.data.parent', 'must not contain ' + str(sorted(set(v50) - _K11)) + ' properties')
     if 'policy' in v22:
@@ -7808,22 +8088,25 @@ def validate_ev_thread_started(x):
         if not (type(v23) is int or _is_int(v23)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v24, str) and _RE4.fullmatch(v24)):
-        if not isinstance(v24, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v25, str) and _RE5.fullmatch(v25)):
-        if not isinstance(v25, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok2:
+        if not (isinstance(v24, str) and _RE4.fullmatch(v24)):
+            if not isinstance(v24, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok2:
+        if not (isinstance(v25, str) and _RE5.fullmatch(v25)):
+            if not isinstance(v25, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v26) is int or _is_int(v26)) and 1 <= v26 <= 9007199254740991):
         if not (type(v26) is int or _is_int(v26)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v27, str) and _RE4.fullmatch(v27)):
-        if not isinstance(v27, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok2:
+        if not (isinstance(v27, str) and _RE4.fullmatch(v27)):
+            if not isinstance(v27, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v28) is int or _is_int(v28)) and 0 <= v28 <= 9007199254740991):
         if not (type(v28) is int or _is_int(v28)):
             raise SchemaError('.time', 'must be integer')
@@ -7855,6 +8138,7 @@ def validate_ev_todos_updated(x):
         v1471 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok60 = type(v1461) is str and type(v1465) is str and type(v1466) is str and type(v1468) is str and _RB2.fullmatch(f"{v1461}\n{v1465}\n{v1466}\n{v1468}") is not None
     if not (isinstance(v1460, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -7891,10 +8175,11 @@ def validate_ev_todos_updated(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1474) - _K2)) + ' properties')
     if len(v1460) != n1473:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1460) - _K3)) + ' properties')
-    if not (isinstance(v1461, str) and _RE4.fullmatch(v1461)):
-        if not isinstance(v1461, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok60:
+        if not (isinstance(v1461, str) and _RE4.fullmatch(v1461)):
+            if not isinstance(v1461, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1462 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1463, dict)):
@@ -7943,22 +8228,25 @@ def validate_ev_todos_updated(x):
         if not (type(v1464) is int or _is_int(v1464)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1465, str) and _RE4.fullmatch(v1465)):
-        if not isinstance(v1465, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1466, str) and _RE5.fullmatch(v1466)):
-        if not isinstance(v1466, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok60:
+        if not (isinstance(v1465, str) and _RE4.fullmatch(v1465)):
+            if not isinstance(v1465, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok60:
+        if not (isinstance(v1466, str) and _RE5.fullmatch(v1466)):
+            if not isinstance(v1466, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1467) is int or _is_int(v1467)) and 1 <= v1467 <= 9007199254740991):
         if not (type(v1467) is int or _is_int(v1467)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1468, str) and _RE4.fullmatch(v1468)):
-        if not isinstance(v1468, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok60:
+        if not (isinstance(v1468, str) and _RE4.fullmatch(v1468)):
+            if not isinstance(v1468, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1469) is int or _is_int(v1469)) and 0 <= v1469 <= 9007199254740991):
         if not (type(v1469) is int or _is_int(v1469)):
             raise SchemaError('.time', 'must be integer')
@@ -7990,6 +8278,7 @@ def validate_ev_tool_call(x):
         v508 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok15 = type(v498) is str and type(v502) is str and type(v503) is str and type(v505) is str and _RB2.fullmatch(f"{v498}\n{v502}\n{v503}\n{v505}") is not None
     if not (isinstance(v497, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -8026,10 +8315,11 @@ def validate_ev_tool_call(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v511) - _K2)) + ' properties')
     if len(v497) != n510:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v497) - _K3)) + ' properties')
-    if not (isinstance(v498, str) and _RE4.fullmatch(v498)):
-        if not isinstance(v498, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok15:
+        if not (isinstance(v498, str) and _RE4.fullmatch(v498)):
+            if not isinstance(v498, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v499 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v500, dict)):
@@ -8041,42 +8331,48 @@ def validate_ev_tool_call(x):
         v518 = v500['request_event_id']
     except KeyError:
         raise SchemaError('.data', "must contain ['call_id', 'input', 'name', 'request_event_id'] properties")
+    ok16 = type(v517) is str and type(v518) is str and _RB6.fullmatch(f"{v517}\n{v518}") is not None
     if not (isinstance(v515, str) and _RE40.fullmatch(v515)):
         if not isinstance(v515, str):
             raise SchemaError('.data.call_id', 'must be string')
         raise SchemaError('.data.call_id', 'must match pattern ^[A-Za-z0-9_.-]{1,128}\\Z')
     if not (isinstance(v516, dict)):
         raise SchemaError('.data.input', 'must be object')
-    if not (isinstance(v517, str) and _RE6.fullmatch(v517)):
-        if not isinstance(v517, str):
-            raise SchemaError('.data.name', 'must be string')
-        raise SchemaError('.data.name', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
-    if not (isinstance(v518, str) and _RE4.fullmatch(v518)):
-        if not isinstance(v518, str):
-            raise SchemaError('.data.request_event_id', 'must be string')
-        raise SchemaError('.data.request_event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok16:
+        if not (isinstance(v517, str) and _RE6.fullmatch(v517)):
+            if not isinstance(v517, str):
+                raise SchemaError('.data.name', 'must be string')
+            raise SchemaError('.data.name', 'must match pattern ^[a-z][a-z0-9_]{0,63}\\Z')
+    if not ok16:
+        if not (isinstance(v518, str) and _RE4.fullmatch(v518)):
+            if not isinstance(v518, str):
+                raise SchemaError('.data.request_event_id', 'must be string')
+            raise SchemaError('.data.request_event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if len(v500) != 4:
         raise SchemaError('.data', 'must not contain ' + str(sorted(set(v500) - _K81)) + ' properties')
     if not ((type(v501) is int or _is_int(v501)) and 1 <= v501 <= 9007199254740991):
         if not (type(v501) is int or _is_int(v501)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v502, str) and _RE4.fullmatch(v502)):
-        if not isinstance(v502, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v503, str) and _RE5.fullmatch(v503)):
-        if not isinstance(v503, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok15:
+        if not (isinstance(v502, str) and _RE4.fullmatch(v502)):
+            if not isinstance(v502, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok15:
+        if not (isinstance(v503, str) and _RE5.fullmatch(v503)):
+            if not isinstance(v503, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v504) is int or _is_int(v504)) and 1 <= v504 <= 9007199254740991):
         if not (type(v504) is int or _is_int(v504)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v505, str) and _RE4.fullmatch(v505)):
-        if not isinstance(v505, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok15:
+        if not (isinstance(v505, str) and _RE4.fullmatch(v505)):
+            if not isinstance(v505, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v506) is int or _is_int(v506)) and 0 <= v506 <= 9007199254740991):
         if not (type(v506) is int or _is_int(v506)):
             raise SchemaError('.time', 'must be integer')
@@ -8108,6 +8404,7 @@ def validate_ev_tool_result(x):
         v743 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok29 = type(v733) is str and type(v737) is str and type(v738) is str and type(v740) is str and _RB2.fullmatch(f"{v733}\n{v737}\n{v738}\n{v740}") is not None
     if not (isinstance(v732, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -8146,10 +8443,11 @@ def validate_ev_tool_result(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v746) - _K2)) + ' properties')
     if len(v732) != n745:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v732) - _K3)) + ' properties')
-    if not (isinstance(v733, str) and _RE4.fullmatch(v733)):
-        if not isinstance(v733, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok29:
+        if not (isinstance(v733, str) and _RE4.fullmatch(v733)):
+            if not isinstance(v733, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v734 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v735, dict)):
@@ -8219,22 +8517,25 @@ def validate_ev_tool_result(x):
         if not (type(v736) is int or _is_int(v736)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v737, str) and _RE4.fullmatch(v737)):
-        if not isinstance(v737, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v738, str) and _RE5.fullmatch(v738)):
-        if not isinstance(v738, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok29:
+        if not (isinstance(v737, str) and _RE4.fullmatch(v737)):
+            if not isinstance(v737, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok29:
+        if not (isinstance(v738, str) and _RE5.fullmatch(v738)):
+            if not isinstance(v738, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v739) is int or _is_int(v739)) and 1 <= v739 <= 9007199254740991):
         if not (type(v739) is int or _is_int(v739)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v740, str) and _RE4.fullmatch(v740)):
-        if not isinstance(v740, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok29:
+        if not (isinstance(v740, str) and _RE4.fullmatch(v740)):
+            if not isinstance(v740, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v741) is int or _is_int(v741)) and 0 <= v741 <= 9007199254740991):
         if not (type(v741) is int or _is_int(v741)):
             raise SchemaError('.time', 'must be integer')
@@ -8302,6 +8603,7 @@ def validate_ev_tool_result_late(x):
         v813 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok30 = type(v803) is str and type(v807) is str and type(v808) is str and type(v810) is str and _RB2.fullmatch(f"{v803}\n{v807}\n{v808}\n{v810}") is not None
     if not (isinstance(v802, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -8338,10 +8640,11 @@ def validate_ev_tool_result_late(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v816) - _K2)) + ' properties')
     if len(v802) != n815:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v802) - _K3)) + ' properties')
-    if not (isinstance(v803, str) and _RE4.fullmatch(v803)):
-        if not isinstance(v803, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok30:
+        if not (isinstance(v803, str) and _RE4.fullmatch(v803)):
+            if not isinstance(v803, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v804 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v805, dict)):
@@ -8408,22 +8711,25 @@ def validate_ev_tool_result_late(x):
         if not (type(v806) is int or _is_int(v806)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v807, str) and _RE4.fullmatch(v807)):
-        if not isinstance(v807, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v808, str) and _RE5.fullmatch(v808)):
-        if not isinstance(v808, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok30:
+        if not (isinstance(v807, str) and _RE4.fullmatch(v807)):
+            if not isinstance(v807, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok30:
+        if not (isinstance(v808, str) and _RE5.fullmatch(v808)):
+            if not isinstance(v808, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v809) is int or _is_int(v809)) and 1 <= v809 <= 9007199254740991):
         if not (type(v809) is int or _is_int(v809)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v810, str) and _RE4.fullmatch(v810)):
-        if not isinstance(v810, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok30:
+        if not (isinstance(v810, str) and _RE4.fullmatch(v810)):
+            if not isinstance(v810, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v811) is int or _is_int(v811)) and 0 <= v811 <= 9007199254740991):
         if not (type(v811) is int or _is_int(v811)):
             raise SchemaError('.time', 'must be integer')
@@ -8455,6 +8761,7 @@ def validate_ev_tools_changed(x):
         v174 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok4 = type(v164) is str and type(v168) is str and type(v169) is str and type(v171) is str and _RB2.fullmatch(f"{v164}\n{v168}\n{v169}\n{v171}") is not None
     if not (isinstance(v163, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -8491,10 +8798,11 @@ def validate_ev_tools_changed(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v177) - _K2)) + ' properties')
     if len(v163) != n176:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v163) - _K3)) + ' properties')
-    if not (isinstance(v164, str) and _RE4.fullmatch(v164)):
-        if not isinstance(v164, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok4:
+        if not (isinstance(v164, str) and _RE4.fullmatch(v164)):
+            if not isinstance(v164, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v165 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v166, dict)):
@@ -8598,22 +8906,25 @@ def validate_ev_tools_changed(x):
         if not (type(v167) is int or _is_int(v167)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v168, str) and _RE4.fullmatch(v168)):
-        if not isinstance(v168, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v169, str) and _RE5.fullmatch(v169)):
-        if not isinstance(v169, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok4:
+        if not (isinstance(v168, str) and _RE4.fullmatch(v168)):
+            if not isinstance(v168, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok4:
+        if not (isinstance(v169, str) and _RE5.fullmatch(v169)):
+            if not isinstance(v169, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v170) is int or _is_int(v170)) and 1 <= v170 <= 9007199254740991):
         if not (type(v170) is int or _is_int(v170)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v171, str) and _RE4.fullmatch(v171)):
-        if not isinstance(v171, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok4:
+        if not (isinstance(v171, str) and _RE4.fullmatch(v171)):
+            if not isinstance(v171, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v172) is int or _is_int(v172)) and 0 <= v172 <= 9007199254740991):
         if not (type(v172) is int or _is_int(v172)):
             raise SchemaError('.time', 'must be integer')
@@ -8645,6 +8956,7 @@ def validate_ev_turn_completed(x):
         v1053 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok43 = type(v1043) is str and type(v1047) is str and type(v1048) is str and type(v1050) is str and _RB2.fullmatch(f"{v1043}\n{v1047}\n{v1048}\n{v1050}") is not None
     if not (isinstance(v1042, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -8681,10 +8993,11 @@ def validate_ev_turn_completed(x):
             raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v1056) - _K2)) + ' properties')
     if len(v1042) != n1055:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v1042) - _K3)) + ' properties')
-    if not (isinstance(v1043, str) and _RE4.fullmatch(v1043)):
-        if not isinstance(v1043, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok43:
+        if not (isinstance(v1043, str) and _RE4.fullmatch(v1043)):
+            if not isinstance(v1043, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1044 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v1045, dict)):
@@ -8712,22 +9025,25 @@ def validate_ev_turn_completed(x):
         if not (type(v1046) is int or _is_int(v1046)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1047, str) and _RE4.fullmatch(v1047)):
-        if not isinstance(v1047, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v1048, str) and _RE5.fullmatch(v1048)):
-        if not isinstance(v1048, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok43:
+        if not (isinstance(v1047, str) and _RE4.fullmatch(v1047)):
+            if not isinstance(v1047, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok43:
+        if not (isinstance(v1048, str) and _RE5.fullmatch(v1048)):
+            if not isinstance(v1048, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1049) is int or _is_int(v1049)) and 1 <= v1049 <= 9007199254740991):
         if not (type(v1049) is int or _is_int(v1049)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v1050, str) and _RE4.fullmatch(v1050)):
-        if not isinstance(v1050, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok43:
+        if not (isinstance(v1050, str) and _RE4.fullmatch(v1050)):
+            if not isinstance(v1050, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1051) is int or _is_int(v1051)) and 0 <= v1051 <= 9007199254740991):
         if not (type(v1051) is int or _is_int(v1051)):
             raise SchemaError('.time', 'must be integer')
@@ -8759,6 +9075,7 @@ def validate_ev_user_input(x):
         v210 = x['type_version']
     except KeyError:
         raise SchemaError('', "must contain ['actor', 'branch_id', 'critical', 'data', 'epoch', 'event_id', 'prev_hash', 'seq', 'thread_id', 'time', 'type', 'type_version'] properties")
+    ok5 = type(v200) is str and type(v204) is str and type(v205) is str and type(v207) is str and _RB2.fullmatch(f"{v200}\n{v204}\n{v205}\n{v207}") is not None
     if not (isinstance(v199, dict)):
         raise SchemaError('.actor', 'must be object')
     try:
@@ -8794,10 +9111,11 @@ def validate_ev_user_input(x):
         raise SchemaError('.actor.principal', 'must not contain ' + str(sorted(set(v212) - _K2)) + ' properties')
     if len(v199) != 2:
         raise SchemaError('.actor', 'must not contain ' + str(sorted(set(v199) - _K3)) + ' properties')
-    if not (isinstance(v200, str) and _RE4.fullmatch(v200)):
-        if not isinstance(v200, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok5:
+        if not (isinstance(v200, str) and _RE4.fullmatch(v200)):
+            if not isinstance(v200, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v201 is True):
         raise SchemaError('.critical', 'must be same as const definition: True')
     if not (isinstance(v202, dict)):
@@ -8894,22 +9212,25 @@ def validate_ev_user_input(x):
         if not (type(v203) is int or _is_int(v203)):
             raise SchemaError('.epoch', 'must be integer')
         raise SchemaError('.epoch', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v204, str) and _RE4.fullmatch(v204)):
-        if not isinstance(v204, str):
-            raise SchemaError('.event_id', 'must be string')
-        raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
-    if not (isinstance(v205, str) and _RE5.fullmatch(v205)):
-        if not isinstance(v205, str):
-            raise SchemaError('.prev_hash', 'must be string')
-        raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok5:
+        if not (isinstance(v204, str) and _RE4.fullmatch(v204)):
+            if not isinstance(v204, str):
+                raise SchemaError('.event_id', 'must be string')
+            raise SchemaError('.event_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok5:
+        if not (isinstance(v205, str) and _RE5.fullmatch(v205)):
+            if not isinstance(v205, str):
+                raise SchemaError('.prev_hash', 'must be string')
+            raise SchemaError('.prev_hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v206) is int or _is_int(v206)) and 1 <= v206 <= 9007199254740991):
         if not (type(v206) is int or _is_int(v206)):
             raise SchemaError('.seq', 'must be integer')
         raise SchemaError('.seq', 'must be in [1, 9007199254740991]')
-    if not (isinstance(v207, str) and _RE4.fullmatch(v207)):
-        if not isinstance(v207, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok5:
+        if not (isinstance(v207, str) and _RE4.fullmatch(v207)):
+            if not isinstance(v207, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v208) is int or _is_int(v208)) and 0 <= v208 <= 9007199254740991):
         if not (type(v208) is int or _is_int(v208)):
             raise SchemaError('.time', 'must be integer')
@@ -8934,18 +9255,21 @@ def validate_head(x):
         v1632 = x['seq']
     except KeyError:
         raise SchemaError('', "must contain ['branch_id', 'format', 'format_version', 'hash', 'seq'] properties")
-    if not (isinstance(v1628, str) and _RE4.fullmatch(v1628)):
-        if not isinstance(v1628, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    ok68 = type(v1628) is str and type(v1631) is str and _RB10.fullmatch(f"{v1628}\n{v1631}") is not None
+    if not ok68:
+        if not (isinstance(v1628, str) and _RE4.fullmatch(v1628)):
+            if not isinstance(v1628, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (v1629 == 'threads.head'):
         raise SchemaError('.format', 'must be same as const definition: threads.head')
     if not ((type(v1630) is int and v1630 == 1 or _num_eq(v1630, 1))):
         raise SchemaError('.format_version', 'must be same as const definition: 1')
-    if not (isinstance(v1631, str) and _RE5.fullmatch(v1631)):
-        if not isinstance(v1631, str):
-            raise SchemaError('.hash', 'must be string')
-        raise SchemaError('.hash', 'must match pattern ^[0-9a-f]{64}\\Z')
+    if not ok68:
+        if not (isinstance(v1631, str) and _RE5.fullmatch(v1631)):
+            if not isinstance(v1631, str):
+                raise SchemaError('.hash', 'must be string')
+            raise SchemaError('.hash', 'must match pattern ^[0-9a-f]{64}\\Z')
     if not ((type(v1632) is int or _is_int(v1632)) and 0 <= v1632 <= 9007199254740991):
         if not (type(v1632) is int or _is_int(v1632)):
             raise SchemaError('.seq', 'must be integer')
@@ -8967,10 +9291,12 @@ def validate_header(x):
         v1625 = x['writer']
     except KeyError:
         raise SchemaError('', "must contain ['branch_id', 'created_at', 'format', 'format_version', 'thread_id', 'writer'] properties")
-    if not (isinstance(v1620, str) and _RE4.fullmatch(v1620)):
-        if not isinstance(v1620, str):
-            raise SchemaError('.branch_id', 'must be string')
-        raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    ok67 = type(v1620) is str and type(v1624) is str and _RB9.fullmatch(f"{v1620}\n{v1624}") is not None
+    if not ok67:
+        if not (isinstance(v1620, str) and _RE4.fullmatch(v1620)):
+            if not isinstance(v1620, str):
+                raise SchemaError('.branch_id', 'must be string')
+            raise SchemaError('.branch_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not ((type(v1621) is int or _is_int(v1621)) and 0 <= v1621 <= 9007199254740991):
         if not (type(v1621) is int or _is_int(v1621)):
             raise SchemaError('.created_at', 'must be integer')
@@ -8979,10 +9305,11 @@ def validate_header(x):
         raise SchemaError('.format', 'must be same as const definition: threads.log')
     if not ((type(v1623) is int and v1623 == 1 or _num_eq(v1623, 1))):
         raise SchemaError('.format_version', 'must be same as const definition: 1')
-    if not (isinstance(v1624, str) and _RE4.fullmatch(v1624)):
-        if not isinstance(v1624, str):
-            raise SchemaError('.thread_id', 'must be string')
-        raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
+    if not ok67:
+        if not (isinstance(v1624, str) and _RE4.fullmatch(v1624)):
+            if not isinstance(v1624, str):
+                raise SchemaError('.thread_id', 'must be string')
+            raise SchemaError('.thread_id', 'must match pattern ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\Z')
     if not (isinstance(v1625, dict)):
         raise SchemaError('.writer', 'must be object')
     try:
