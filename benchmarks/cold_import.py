@@ -5,9 +5,14 @@ function directory on sys.path the way Lambda lays out CodeUri, the library impo
 layer provides it, and the environment a deployed function has. Bytecode is written first
 (one warm-up run per module), as `sam build` output is byte-compiled on first import too.
 
-Usage: python benchmarks/cold_import.py [--runs N]
+Usage: python benchmarks/cold_import.py [--runs N] [--layer DIR --python PY]
 Prints one line per handler: median ms, ratio to `import boto3`; then the goal check.
 Goal: every handler <= 2x `import boto3` and <= 150 ms.
+
+With --layer, each import runs as in Lambda: `PY -I -S` sees only the function's directory and
+the built layer (DIR: the `python/` folder of `make -C layers/threads_aws layer DEST=...
+PLATFORM=manylinux2014_x86_64`), writes no bytecode (/opt is read-only), and uses what the layer
+ships; `import boto3` is then the layer's boto3.
 """
 
 from __future__ import annotations
@@ -35,20 +40,20 @@ ENV = {
     "POWERTOOLS_METRICS_NAMESPACE": "threads",
 }
 PROBE = (
-    "import sys, time; sys.path.insert(0, {dir!r}); t = time.perf_counter(); "
+    "import sys, time; sys.dont_write_bytecode = {ro}; sys.path[:0] = {dirs!r}; t = time.perf_counter(); "
     "import {module}; print((time.perf_counter() - t) * 1000)"
 )
 
 
-def measure(module: str, cwd: Path | None, runs: int) -> float:
+def measure(module: str, cwd: Path | None, runs: int, layer: Path | None = None, python: str = "") -> float:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(ENV)
-    code = PROBE.format(dir=str(cwd or ROOT), module=module)
+    dirs = [str(cwd or ROOT)] if layer is None else [str(p) for p in (cwd, layer) if p]
+    code = PROBE.format(dirs=dirs, module=module, ro=layer is not None)
+    cmd = [sys.executable, "-c", code] if layer is None else [python, "-I", "-S", "-c", code]
     samples = []
     for i in range(runs + 1):
-        out = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
-        )
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if out.returncode != 0:
             raise SystemExit(f"import {module} failed:\n{out.stderr}")
         if i:  # the first run writes bytecode
@@ -59,15 +64,18 @@ def measure(module: str, cwd: Path | None, runs: int) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--layer", type=Path, help="a built layer's python/ folder: import from it alone")
+    ap.add_argument("--python", default="python3.13", help="the runtime's interpreter (with --layer)")
     args = ap.parse_args()
-    base = measure("boto3", None, args.runs)
+    layer = args.layer.resolve() if args.layer else None
+    base = measure("boto3", None, args.runs, layer, args.python)
     print(f"{'module':32} {'ms':>8} {'x boto3':>8}")
     print(f"{'import boto3':32} {base:8.1f} {1.0:8.2f}")
     worst = 0.0
     worst_ratio = 0.0
     handlers = sorted(p.parent for p in FUNCTIONS.glob("*/app.py"))
     for d in handlers:
-        ms = measure("app", d, args.runs)
+        ms = measure("app", d, args.runs, layer, args.python)
         worst, worst_ratio = max(worst, ms), max(worst_ratio, ms / base)
         print(f"{d.name + '/app.py':32} {ms:8.1f} {ms / base:8.2f}")
     if not handlers:
