@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from .. import observability
 from ..store.protocol import StepQueue
 from ..store.run_steps import RunStepQueue
 from .step import EngineContext, advance
@@ -81,12 +82,15 @@ def handle_batch(event: dict[str, Any], context: Any, *, engine: EngineContext) 
         remaining = NO_DEADLINE_MS
         if context is not None and hasattr(context, "get_remaining_time_in_millis"):
             remaining = context.get_remaining_time_in_millis()
-        outcome = advance(engine, branch_id, holder_id=holder, deadline_ms=engine.clock() + remaining)
-        if outcome.state == "busy":
-            raise BranchBusy(branch_id)
-        if outcome.state == "more" and engine.steps is not None:
-            engine.steps.enqueue(branch_id, reason="more")
-        return outcome.state
+        # The record's log keys and step metrics; the re-enqueue inside keeps its correlation id.
+        with observability.step(record, branch_id) as step:
+            outcome = advance(engine, branch_id, holder_id=holder, deadline_ms=engine.clock() + remaining)
+            step.update(state=outcome.state, appended=outcome.appended)
+            if outcome.state == "busy":
+                raise BranchBusy(branch_id)
+            if outcome.state == "more" and engine.steps is not None:
+                engine.steps.enqueue(branch_id, reason="more")
+            return outcome.state
 
     # Report every failure as a partial failure (never raise): Lambda redelivers just those.
     processor = SqsFifoPartialProcessor(skip_group_on_error=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import services
+from .. import observability, services
 from .http import dispatch, error_response
 from .keys import ApiKeys
 from .service import Host
@@ -34,7 +34,10 @@ def api(event: Mapping[str, Any], operation: str, context: Any = None) -> dict[s
     from .routes import ROUTES
 
     codes, call = ROUTES[operation]
-    return dispatch(event, codes, lambda req: call(host(), req), context)
+    out = dispatch(event, codes, lambda req: call(host(), req), context)
+    if operation == "startRun" and out["statusCode"] == 202:
+        observability.run_accepted(out["body"])
+    return out
 
 
 def authorize(event: Mapping[str, Any]) -> dict[str, Any]:

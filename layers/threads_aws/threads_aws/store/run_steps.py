@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from .. import observability
+
 
 class RunStepQueue:
     def __init__(self, sqs: Any, queue_url: str) -> None:
@@ -31,6 +33,8 @@ class RunStepQueue:
             MessageBody=json.dumps(body),
             MessageGroupId=branch_id,
             MessageDeduplicationId=dedup[:128],
+            # The request id bound in this invocation (observability) travels with the step.
+            **observability.message_attributes(),
         )
 
     def retry_later(self, handles: Sequence[tuple[str, int]]) -> list[str]:
