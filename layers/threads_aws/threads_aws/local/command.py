@@ -29,6 +29,32 @@ def add_dev_parser(top: argparse._SubParsersAction) -> None:  # type: ignore[typ
         default=[],
         help="run this Python file in the server before it serves (tests: fake models or tools)",
     )
+    g = p.add_argument_group(
+        "sam local (Docker)",
+        "--aws-only serves just the emulated AWS (moto, template.yaml's resources, the run-step "
+        "worker) and writes the --env-vars file of `sam local start-api` / `sam local invoke`, "
+        "whose containers run the real handlers against it.",
+    )
+    g.add_argument("--aws-only", action="store_true", help="no API Gateway emulation: AWS for sam local")
+    g.add_argument(
+        "--env-vars",
+        metavar="FILE",
+        default="env.local.json",
+        help="with --aws-only: the env-vars file to write (default: env.local.json)",
+    )
+    g.add_argument("--aws-port", type=int, default=4566, help="with --aws-only: moto's port (default: 4566)")
+    g.add_argument(
+        "--aws-bind",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="with --aws-only: moto's address (default 127.0.0.1; 0.0.0.0 on Linux, for containers)",
+    )
+    g.add_argument(
+        "--aws-endpoint-host",
+        default="host.docker.internal",
+        metavar="HOST",
+        help="with --aws-only: how a container reaches this machine (default: host.docker.internal)",
+    )
     p.set_defaults(func=cmd_dev)
 
 
@@ -37,6 +63,18 @@ def cmd_dev(args: argparse.Namespace) -> int:
     from .dev import DevError, run
 
     try:
+        if args.aws_only:
+            from .aws_only import run_aws_only
+
+            return run_aws_only(
+                args.env_vars,
+                bind=args.aws_bind,
+                port=args.aws_port,
+                endpoint_host=args.aws_endpoint_host,
+                dev_tokens=args.dev_tokens,
+                template=args.template,
+                preload=list(args.preload),
+            )
         return run(args.port, args.dev_tokens, args.template, preload=args.preload)
     except DevError as exc:
         raise CliError(str(exc)) from None

@@ -50,6 +50,10 @@ class DevServer:
     poller_concurrency: int = 2
     extra_env: dict[str, str] = field(default_factory=dict)
     preload: list[str] = field(default_factory=list)  # Python files run before serving
+    # `--aws-only` (local.aws_only): moto where containers can reach it, no API Gateway emulation.
+    moto_host: str = "127.0.0.1"
+    moto_port: int = 0
+    serve_api: bool = True
 
     moto: Any = None
     moto_url: str = ""
@@ -87,10 +91,10 @@ class DevServer:
         self.warnings += self.template.skipped
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request lines (pollers!)
-        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.moto = ThreadedMotoServer(ip_address=self.moto_host, port=self.moto_port, verbose=False)
         self.moto.start()
         host, port = self.moto.get_host_and_port()
-        self.moto_url = f"http://{host}:{port}"
+        self.moto_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
         aws_env = {
             "AWS_ENDPOINT_URL": self.moto_url,
             "AWS_ACCESS_KEY_ID": "testing",
@@ -120,9 +124,10 @@ class DevServer:
                 self.handlers.handler(lid)
             except Exception as exc:
                 self.warnings.append(f"{lid}: handler not loadable ({exc.__class__.__name__}: {exc})")
-        self.gateway = Gateway(self.template, self.handlers, region=REGION)
-        self._server = make_server(self.gateway, self.host, self.port)
-        self._thread = serve_in_thread(self._server)
+        if self.serve_api:
+            self.gateway = Gateway(self.template, self.handlers, region=REGION)
+            self._server = make_server(self.gateway, self.host, self.port)
+            self._thread = serve_in_thread(self._server)
 
         sqs = session.client("sqs")
         for src in self.template.sqs:

@@ -6,12 +6,14 @@ physical names `local.infra.create_resources` gave the data plane."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .infra import ACCOUNT, Unresolved, load_template, pseudo_parameters, resolve
+
+ENDPOINT_VAR = "AWS_ENDPOINT_URL"  # boto3's endpoint: the local host sets its own
 
 
 @dataclass(frozen=True)
@@ -256,11 +258,11 @@ def _att(lid: str, att: str, refs: Mapping[str, str], region: str) -> str:
     return name
 
 
-def function_env(
-    tpl: Template, physical: Mapping[str, str], region: str, stack: str = "threads"
-) -> tuple[dict[str, str], list[str]]:
-    """The union of every function's resolved environment, and warnings (unresolvable values,
-    two functions wanting different values for one variable: all handlers share one process)."""
+def _resolver(
+    tpl: Template, physical: Mapping[str, str], region: str, stack: str
+) -> Callable[[Function, str, Any], str]:
+    """A function's variable value resolved against the local resources (Unresolved if it names
+    something not created locally)."""
     refs = {
         **tpl.parameters,
         **pseudo_parameters(region, stack),
@@ -271,16 +273,31 @@ def function_env(
     def att(lid: str, name: str) -> str:
         return _att(lid, name, refs, region)
 
+    def value(fn: Function, var: str, raw: Any) -> str:
+        v = resolve(raw, refs, att)
+        return str(v).lower() if isinstance(v, bool) else str(v)
+
+    return value
+
+
+def function_env(
+    tpl: Template, physical: Mapping[str, str], region: str, stack: str = "threads"
+) -> tuple[dict[str, str], list[str]]:
+    """The union of every function's resolved environment, and warnings (unresolvable values,
+    two functions wanting different values for one variable: all handlers share one process).
+    AWS_ENDPOINT_URL is the local host's own (its moto), whatever the template declares."""
+    resolved = _resolver(tpl, physical, region, stack)
     env: dict[str, str] = {}
     warnings: list[str] = []
     for fn in tpl.functions.values():
         for var, raw in fn.environment.items():
+            if var == ENDPOINT_VAR:
+                continue
             try:
-                value = resolve(raw, refs, att)
+                value = resolved(fn, var, raw)
             except Unresolved as exc:
                 warnings.append(f"{fn.logical_id}: {var} refers to {exc.args[0]}, not created locally")
                 continue
-            value = str(value).lower() if isinstance(value, bool) else str(value)
             if var in env and env[var] != value:
                 warnings.append(
                     f"{fn.logical_id}: {var}={value!r} differs from another function's; kept the first"
@@ -288,3 +305,39 @@ def function_env(
                 continue
             env[var] = value
     return env, warnings
+
+
+# ---------------------------------------------------------------- sam local
+
+
+def sam_env_vars(
+    tpl: Template,
+    physical: Mapping[str, str],
+    region: str,
+    *,
+    endpoint: str,
+    local_endpoint: str,
+    stack: str = "threads",
+) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """The `sam local --env-vars` file for the emulated AWS at `local_endpoint` as containers
+    reach it (`endpoint`): for every function, by logical id, every variable its template
+    environment declares (Globals included), resolved against the local resources; queue URLs
+    and AWS_ENDPOINT_URL point at `endpoint`. SAM sets only declared variables from this file,
+    hence template.yaml declares AWS_ENDPOINT_URL (empty: boto3's own endpoints, when deployed).
+    Also returns warnings (what a function's container won't get)."""
+    resolved = _resolver(tpl, physical, region, stack)
+    out: dict[str, dict[str, str]] = {}
+    warnings: list[str] = []
+    for lid, fn in tpl.functions.items():
+        env: dict[str, str] = {}
+        for var, raw in fn.environment.items():
+            try:
+                env[var] = resolved(fn, var, raw).replace(local_endpoint, endpoint)
+            except Unresolved as exc:
+                warnings.append(f"{lid}: {var} refers to {exc.args[0]}, not created locally")
+        if ENDPOINT_VAR in fn.environment:
+            env[ENDPOINT_VAR] = endpoint
+        else:
+            warnings.append(f"{lid}: {ENDPOINT_VAR} is not in its template environment (sam local needs it)")
+        out[lid] = env
+    return out, warnings
