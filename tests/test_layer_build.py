@@ -13,6 +13,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -121,8 +122,9 @@ def test_requirements_pin_exactly_the_runtime_dependencies():
     for block in re.split(r"\n(?=[A-Za-z0-9_.-]+==)", text.split("\n", 2)[2]):
         if "==" in block.split("\n", 1)[0]:
             assert "--hash=sha256:" in block, block
-    # Pydantic is not a runtime dependency: nothing in the layer imports it.
-    assert "pydantic" not in pins
+    # Pydantic is no dependency of ours (nothing of threads_aws imports it); the provider SDKs
+    # bring it along as theirs.
+    assert "pydantic" not in {canonicalize_name(Requirement(d).name) for d in deps}
 
 
 def test_layer_ships_the_runtime_only(target_layer: Path):
@@ -314,3 +316,38 @@ def test_handlers_serve_requests_from_the_layer(python: str, host_layer: Path, t
     # The demo agent answered "time" with its read-only tool, then a reply: the turn completed.
     assert types[:2] == ["thread_started", "user_input"] and types[-1] == "turn_completed", types
     assert "tool_result" in types and types.count("model_response") == 2, types
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level modules `path` imports anywhere (module level or inside functions), except
+    those under a `try` that handles ImportError (optional)."""
+    import ast
+
+    tree = ast.parse(path.read_text(), str(path))
+    optional: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+            isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
+            for h in node.handlers
+        ):
+            optional.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in optional:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_the_layer_ships_every_module_its_code_imports(target_layer: Path):
+    """Lazy imports too (a provider SDK imported on a step's first use): each must be in the
+    standard library or in the layer."""
+    shipped = {p.name.split(".")[0] for p in target_layer.iterdir() if not p.name.endswith(".dist-info")}
+    missing: dict[str, list[str]] = {}
+    for src in sorted((target_layer / "threads_aws").rglob("*.py")):
+        for mod in _imports(src) - set(sys.stdlib_module_names) - shipped - {"__future__"}:
+            missing.setdefault(mod, []).append(str(src.relative_to(target_layer)))
+    assert missing == {}, f"imported but not in the layer (pyproject dependencies + make lock): {missing}"
