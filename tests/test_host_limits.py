@@ -211,7 +211,7 @@ def test_principal_parts_are_bounded(aws: Any) -> None:
     assert "subject" in (Principal("api", "t", "é" * 129).too_long() or "")  # bytes, not characters
     assert dev_principal(f"dev:api:{long}:s") is None
     with pytest.raises(ValueError, match="tenant"):
-        ApiKeys(aws.ddb, aws.resources.state_table).create(long, "s")
+        ApiKeys(aws.stores().api_keys).create(long, "s")
     req = Request(Principal("api", long, "s"), {}, {}, {}, None)
     with pytest.raises(ApiError) as exc:
         req.who()

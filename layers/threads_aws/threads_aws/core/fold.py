@@ -4,10 +4,17 @@ A `Fold` holds exactly the state the semantic rules (semantics.md §3, rules 1-3
 ReducedState need. `apply` checks one parsed event against that state and then advances it, so
 import, writers and recovery share one decision procedure, and reducing a log is the same walk
 that verified it. Rules 14-15 (request bytes) need artifacts and live in `render.verify_requests`.
+
+The fold is also the branch's derived state, so nobody rescans the log for it: the pinned agent
+config (`started`), the current settings epoch (`settings`), the thread's permission rules, the
+mode, the latest turn (`turn`: its opener, last model event, pauses, steer, stop_when_idle), each
+call's effect history and each challenge's decision, and event_id → seq (`seq_of`). Every update
+is O(1) per event: the fold is the import-time validator too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +43,11 @@ class Call:
     approved: bool = False
     result_origin: str | None = None
     deferred: bool = False
+    # its effect history (read by recovery and cancel; no backward scans)
+    attempt: int = 0  # attempt of its latest effect_begin
+    first_begin_time: int | None = None  # `time` of its first effect_begin (dedup windows)
+    settled_seq: int = 0  # seq of its latest effect_commit / effect_resolved
+    resolution: str | None = None  # outcome of its latest effect_resolved
 
     @property
     def effect_key(self) -> str:
@@ -47,6 +59,41 @@ class Challenge:
     call_id: str
     args_hash: str
     consumed: bool = False
+    expires_at: int | None = None  # approval_requested.expires_at
+    decided_seq: int = 0  # seq of its approval_granted / approval_denied
+
+
+@dataclass(slots=True)
+class Turn:
+    """The latest turn, opened by the latest user_input (what the engine and the host ask of it
+    while it is open; `Fold.turn_open` says whether it is)."""
+
+    opener: dict[str, Any] | None = None  # its user_input event
+    last_model: dict[str, Any] | None = None  # its latest model_request/response(_recovered)/abandoned
+    pauses: int = 0  # its model_responses that stopped with pause_turn
+    steered: bool = False  # a steer follows its latest model_request (the model hasn't seen it)
+    stop_when_idle: bool = False  # finish what is in flight, request nothing new
+
+
+def epoch_settings(ev: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ModelSettings a settings epoch starts with: `thread_started` pins model, params and
+    adapter (reasoning carried over: keep); `settings_changed` replaces them. None for any other
+    event (or data that isn't an object: projections read unvalidated events too)."""
+    d = ev.get("data")
+    if not isinstance(d, Mapping):
+        return None
+    t = ev.get("type")
+    if t == "thread_started":
+        return {
+            "adapter": d.get("adapter"),
+            "model": d.get("model"),
+            "model_params": d.get("model_params"),
+            "reasoning_carryover": "keep",
+        }
+    if t == "settings_changed":
+        s = d.get("settings")
+        return dict(s) if isinstance(s, Mapping) else None
+    return None
 
 
 @dataclass(slots=True)
@@ -60,11 +107,19 @@ class Fold:
     head_seq: int = 0
     head_hash: str | None = None
     epoch: int = 0
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # events[seq - 1] has that seq
     known: list[bool] = field(default_factory=list)
-    event_ids: set[str] = field(default_factory=set)
+    seq_of: dict[str, int] = field(default_factory=dict)  # event_id -> seq
+    # the pinned agent config and the current settings epoch
+    started: dict[str, Any] | None = None  # thread_started.data
+    settings: dict[str, Any] | None = None  # epoch_settings of the latest epoch
+    thread_rules: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # permission_rule_added (rule, decision)
     # turns and runs
     turn_open: bool = False
+    turn: Turn = field(default_factory=Turn)
+    last_request: dict[str, Any] | None = None  # the latest model_request event
     turns_completed: int = 0
     handed_off: bool = False
     budget_blocked: bool = False
@@ -127,14 +182,14 @@ class Fold:
         # the per-type rules below skip them (inferred).
         if ev["epoch"] < self.epoch:
             raise self._bad(seq, "epoch decreased")  # rule 6
-        if ev["event_id"] in self.event_ids:
+        if ev["event_id"] in self.seq_of:
             raise self._bad(seq, "event_id repeats along the resolved chain")  # rule 28
         if known:
             handler = _HANDLERS.get(ev["type"])
             if handler is not None:
                 handler(self, ev, seq, ev["data"])
             self.last_known_seq = seq
-        self.event_ids.add(ev["event_id"])
+        self.seq_of[ev["event_id"]] = seq
         self.events.append(ev)
         self.known.append(known)
         self.head_seq = seq
@@ -149,6 +204,9 @@ class Fold:
 
     # ------------------------------------------------------------ per type
     def _on_thread_started(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.started = d
+        self.settings = epoch_settings(ev)
+        self.thread_rules = []
         self.tools = {t["name"]: t for t in d["tools"]}
         self.policy = d.get("policy") or {}
         # Without policy.permissions the mode is `default` (inferred).
@@ -165,11 +223,16 @@ class Fold:
         if self.handed_off:
             raise self._bad(seq, "user_input after handoff")  # rule 26
         self.turn_open = True
+        self.turn = Turn(opener=ev)
         self.budget_blocked = False
 
     def _on_steer(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         if self.handed_off:
             raise self._bad(seq, "steer after handoff")  # rule 26
+        self.turn.steered = True
+
+    def _on_stop_when_idle(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.turn.stop_when_idle = True
 
     def _on_model_request(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         if self.budget_blocked:
@@ -177,12 +240,17 @@ class Fold:
         if self.handed_off:
             raise self._bad(seq, "model_request after handoff")  # rule 26
         self.awaiting[ev["event_id"]] = seq
+        self.last_request = self.turn.last_model = ev
+        self.turn.steered = False
 
     def _settle_attempt(self, d: dict[str, Any]) -> None:
         self.awaiting.pop(d["request_event_id"], None)
 
     def _on_model_response(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self._settle_attempt(d)
+        self.turn.last_model = ev
+        if d["stop_reason"] == "pause_turn" and ev["type"] == "model_response":
+            self.turn.pauses += 1
         usage = d["usage"]
         i, o = usage["input_tokens"], usage["output_tokens"]
         # Sums of the known values per field; a response with either field null counts as
@@ -203,6 +271,7 @@ class Fold:
 
     def _on_model_attempt_abandoned(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self._settle_attempt(d)
+        self.turn.last_model = ev
 
     def _on_tool_call(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         call_id = d["call_id"]
@@ -219,7 +288,9 @@ class Fold:
             call.decision = d["decision"]
 
     def _on_approval_requested(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
-        self.challenges[d["challenge_id"]] = Challenge(d["call_id"], d["args_hash"])
+        self.challenges[d["challenge_id"]] = Challenge(
+            d["call_id"], d["args_hash"], expires_at=d.get("expires_at")
+        )
 
     def _decide(self, seq: int, d: dict[str, Any], granted: bool) -> None:
         ch = self.challenges.get(d["challenge_id"])
@@ -232,6 +303,7 @@ class Fold:
         if ch is None or ch.call_id != d["call_id"] or ch.args_hash != d["args_hash"]:
             raise self._bad(seq, "decision does not match the challenge", "approval_mismatch")  # rule 13
         ch.consumed = True
+        ch.decided_seq = seq
         call = self.calls.get(ch.call_id)
         if call is not None and granted:
             call.approved = True
@@ -256,6 +328,16 @@ class Fold:
             entry = self.effects[key] = {"effect_key": key, "call_id": d["call_id"], "status": status}
         entry["status"] = status
         self.open_effects += (status in ("begun", "unknown")) - (before in ("begun", "unknown"))
+        if call is None:
+            return
+        if kind == "effect_begin":
+            call.attempt = d["attempt"]
+            if call.first_begin_time is None:
+                call.first_begin_time = ev["time"]
+        elif kind in ("effect_commit", "effect_resolved"):
+            call.settled_seq = seq
+            if kind == "effect_resolved":
+                call.resolution = d["outcome"]
 
     def _on_effect_begin(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         call = self.calls.get(d["call_id"])
@@ -397,6 +479,10 @@ class Fold:
             m = d["settings"]["model"]
             if not any(x["provider"] == m["provider"] and x["name"] == m["name"] for x in models):
                 raise self._bad(seq, "model is not in policy.models")  # rule 18
+        self.settings = epoch_settings(ev)
+
+    def _on_permission_rule_added(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.thread_rules.append((d["rule"], d["decision"]))
 
     def _on_budget_exceeded(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self.budget_blocked = True

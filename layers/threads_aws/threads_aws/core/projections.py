@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from .fold import epoch_settings
+
 Event = Mapping[str, Any]
 JsonObj = dict[str, Any]
 
@@ -103,11 +105,11 @@ class SettingsEpoch:
                 for m in self.policy.get("models") or ():
                     if isinstance(m, Mapping):
                         self._models.setdefault((m.get("provider"), m.get("name")), m)
-            self._set(d)
+            self._set(epoch_settings(ev) or {})
             return True
         if t == "settings_changed":
-            s = _data(ev).get("settings")
-            if isinstance(s, Mapping):
+            s = epoch_settings(ev)
+            if s is not None:
                 self._set(s)
             return True
         return False

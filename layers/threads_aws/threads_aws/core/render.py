@@ -26,6 +26,7 @@ from typing import Any
 
 from .canonical import canonical_bytes, sha256_hex
 from .errors import LogError
+from .fold import epoch_settings
 
 GetArtifact = Callable[[dict[str, Any]], bytes]
 
@@ -251,10 +252,10 @@ class Renderer:
         self.last_seq = seq
         if t == "thread_started":
             self._started = data
-            self._settings = None
+            self._settings = epoch_settings(ev)
             self._line0 = None
         elif t == "settings_changed":
-            self._settings = data["settings"]
+            self._settings = epoch_settings(ev)
             self._line0 = None
             if data["settings"].get("reasoning_carryover") == "omit_prior":
                 self._omit_seq = seq
@@ -518,10 +519,9 @@ def line0(events: Iterable[dict[str, Any]]) -> bytes:
     for ev in events:
         if not _is_event(ev):
             continue
+        settings = epoch_settings(ev) or settings
         if ev["type"] == "thread_started":
-            started, settings = ev["data"], None
-        elif ev["type"] == "settings_changed":
-            settings = ev["data"]["settings"]
+            started = ev["data"]
     if started is None:
         raise LogError("invalid_transition", None, "no thread_started: nothing pins line 0")
     return _line(_line0_value(started, settings))

@@ -41,9 +41,25 @@ from .dynamo import (
     transact,
 )
 from .lines import Lines
-from .records import AlreadyExists, Clock, Companion, Head, Item, Lease, NotFound, StateConflict
+from .records import (
+    AlreadyExists,
+    Clock,
+    Companion,
+    Head,
+    Item,
+    Lease,
+    NotFound,
+    StateConflict,
+)
 
-BRANCH_STATES = ("forking", "ready", "inspection_only", "read_only", "corrupt", "fork_failed")
+BRANCH_STATES = (
+    "forking",
+    "ready",
+    "inspection_only",
+    "read_only",
+    "corrupt",
+    "fork_failed",
+)
 NOT_WRITABLE = ("read_only", "corrupt", "fork_failed")
 _CREATE_TAGS = ("head", "header", "membership", "thread", "parent")
 
@@ -211,7 +227,15 @@ def record_item(rec: BranchRecord) -> Item:
 
 
 class Branches:
-    def __init__(self, ddb: Any, state_table: str, lines: Lines, *, clock: Clock, max_attempts: int = 6):
+    def __init__(
+        self,
+        ddb: Any,
+        state_table: str,
+        lines: Lines,
+        *,
+        clock: Clock,
+        max_attempts: int = 6,
+    ):
         self.ddb = ddb
         self.table = state_table
         self.lines = lines
@@ -266,7 +290,11 @@ class Branches:
             upper = rec.fork_at_seq or 0
             parent = self.head(rec.parent_branch_id)
             if parent is None:
-                raise LogError("log_corrupt", upper, f"parent branch {rec.parent_branch_id} is missing")
+                raise LogError(
+                    "log_corrupt",
+                    upper,
+                    f"parent branch {rec.parent_branch_id} is missing",
+                )
             rec = parent
         out.reverse()
         return out
@@ -278,46 +306,7 @@ class Branches:
         another tenant) or an unfit parent NotFound."""
         created = spec.check()
         rec = BranchRecord.new(spec, created_at=self.clock() if created is None else created)
-        items = [
-            Tagged(
-                "head",
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": record_item(rec),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
-            ),
-            Tagged("header", self.lines.put_new(spec.branch_id, spec.header)),
-            Tagged(
-                "membership",
-                index.membership_put(self.table, rec.tenant, rec.thread_id, rec.branch_id, rec.created_at),
-            ),
-            Tagged(
-                "thread",
-                index.thread_put(self.table, rec.tenant, rec.thread_id, rec.branch_id, rec.created_at)
-                if spec.create_thread
-                else index.thread_check(self.table, rec.tenant, rec.thread_id),
-            ),
-        ]
-        if spec.parent_branch_id is not None:
-            e = Expr()
-            cond = (
-                f"attribute_exists(pk) AND {e.n('thread_id')} = {e.v(S(spec.thread_id))}"
-                f" AND {e.n('head_seq')} >= {e.v(N(spec.fork_at_seq or 0))}"
-            )
-            check = {
-                "TableName": self.table,
-                "Key": branch_key(spec.parent_branch_id),
-                "ConditionExpression": cond,
-            }
-            items.append(Tagged("parent", {"ConditionCheck": e.apply(check)}))
-        items.extend(
-            Tagged(f"line:{line.seq}", self.lines.put_new(spec.branch_id, line)) for line in spec.lines
-        )
-        items.extend(companion_items(spec.companions, _CREATE_TAGS))
-        failed = transact(self.ddb, items, max_attempts=self.max_attempts)
+        failed = transact(self.ddb, self._creation(spec, rec), max_attempts=self.max_attempts)
         if failed is None:
             return rec
         raise_companion(failed, spec.companions)
@@ -333,6 +322,47 @@ class Branches:
             f"parent branch {spec.parent_branch_id} is not in thread {spec.thread_id}"
             f" at or past seq {spec.fork_at_seq}"
         )
+
+    def _creation(self, spec: NewBranch, rec: BranchRecord) -> list[Tagged]:
+        """The creation's items: head, header, membership, the thread (created, or required under
+        the tenant), the parent condition of a child, the first lines, the companions."""
+        t = self.table
+        head = {
+            "TableName": t,
+            "Item": record_item(rec),
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+        thread = (
+            index.thread_put(t, rec.tenant, rec.thread_id, rec.branch_id, rec.created_at)
+            if spec.create_thread
+            else index.thread_check(t, rec.tenant, rec.thread_id)
+        )
+        items = [
+            Tagged("head", {"Put": head}),
+            Tagged("header", self.lines.put_new(spec.branch_id, spec.header)),
+            Tagged(
+                "membership",
+                index.membership_put(t, rec.tenant, rec.thread_id, rec.branch_id, rec.created_at),
+            ),
+            Tagged("thread", thread),
+        ]
+        if spec.parent_branch_id is not None:
+            e = Expr()
+            cond = (
+                f"attribute_exists(pk) AND {e.n('thread_id')} = {e.v(S(spec.thread_id))}"
+                f" AND {e.n('head_seq')} >= {e.v(N(spec.fork_at_seq or 0))}"
+            )
+            check = {
+                "TableName": t,
+                "Key": branch_key(spec.parent_branch_id),
+                "ConditionExpression": cond,
+            }
+            items.append(Tagged("parent", {"ConditionCheck": e.apply(check)}))
+        items.extend(
+            Tagged(f"line:{line.seq}", self.lines.put_new(spec.branch_id, line)) for line in spec.lines
+        )
+        items.extend(companion_items(spec.companions, _CREATE_TAGS))
+        return items
 
     def discard(self, branch_id: str, *, states: Sequence[str] = ("forking", "fork_failed")) -> bool:
         """Delete a branch that never became visible (a failed fork): its head item, header,
@@ -351,7 +381,10 @@ class Branches:
         }
         items = [
             Tagged("head", {"Delete": e.apply(delete_head)}),
-            Tagged("membership", index.membership_delete(self.table, rec.thread_id, branch_id)),
+            Tagged(
+                "membership",
+                index.membership_delete(self.table, rec.thread_id, branch_id),
+            ),
             Tagged("header", self.lines.delete(branch_id, 0)),
         ]
         failed = transact(self.ddb, items, max_attempts=self.max_attempts)

@@ -1,0 +1,181 @@
+"""Calls: each tool_call the model made, from its permission decision to its result.
+
+A call without a decision gets one (`permission_decision`, from the pinned policy, the thread's
+remembered rules and the mode); `deny` closes it `denied`; `ask` opens an approval challenge and
+parks (`approval_requested` + `parked` + its approvals row, one transaction) until an approver
+decides; `ask_user` parks on a question (with its questions row) until it is answered. An
+allowed read-only call runs and records its result in one append (a lost race may run it
+again); an effectful one goes through `effects`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.canonical import canonical_hash, new_uuid7
+from ..core.fold import Call
+from ..store.approvals import ApprovalRow
+from ..store.questions import QuestionRow
+from ..writer import Draft, View
+from .effects import Effects
+from .loop import HOST, RECOVERY, TOOL, result
+from .permissions import Decision, PermissionEngine, category_of, suggested_rules
+from .tools import Executor, ToolContext, ToolOutput
+
+APPROVAL_TTL_MS = 24 * 3_600_000
+QUESTION_TTL_MS = 24 * 3_600_000
+
+
+class Calls(Effects):
+    def advance_call(self, view: View, call: Call) -> str | None:
+        f = view.fold
+        entry = f.effects.get(call.effect_key)
+        if entry is not None:
+            if entry["status"] == "unknown":
+                if self.dedup_covers(f, call):
+                    data = {"by": "provider_dedup", "call_id": call.call_id, "outcome": "safe_to_retry"}
+                    self.append(view, [Draft("effect_resolved", data, RECOVERY)])
+                else:
+                    self.append(view, [self.park_effect(call)])
+                return None
+            settled = self.settled_result(f, call)
+            if settled is not None:
+                self.append(view, [settled])
+                return None
+            # resolved as not done / safe to retry: dispatch again under the same key
+            return self.dispatch(view, call, attempt=call.attempt + 1)
+        if call.decision is None:
+            d = self.decision_for(view, call.name, call.input)
+            self.append(view, [Draft("permission_decision", d.data(call.call_id), HOST)])
+            return None
+        if call.decision == "deny":
+            self.append(
+                view, [result(call.call_id, f"Permission denied for tool {call.name}.", "denied", True)]
+            )
+            return None
+        if call.decision == "ask":
+            return self.after_ask(view, call)
+        return self.dispatch(view, call, attempt=1)
+
+    def after_ask(self, view: View, call: Call) -> str | None:
+        """An `ask` call: challenge it, wait on its challenge, or act on the decision."""
+        f = view.fold
+        ch_id, ch = next(((k, c) for k, c in f.challenges.items() if c.call_id == call.call_id), (None, None))
+        if ch is None or ch_id is None:
+            return self.request_approval(view, call)
+        if not ch.consumed:  # resumed without a decision: wait on it again
+            park = {"address": {"id": ch_id, "kind": "approval"}, "reason": "awaiting_approval"}
+            self.append(view, [Draft("parked", park, HOST)])
+            return None
+        if not call.approved:
+            self.append(view, [result(call.call_id, "The approver denied this call.", "denied", True)])
+            return None
+        return self.dispatch(view, call, attempt=1)
+
+    def decision_for(self, view: View, name: str, args: dict[str, Any]) -> Decision:
+        f = view.fold
+        spec = f.tools.get(name)
+        mode = f.mode
+        if spec is None or (name != "ask_user" and name not in self.ctx.tools):
+            return Decision("deny", "default", None, mode)
+        schema = spec.get("input_schema")
+        from ..core.output_schema import validates  # compiled lazily: keeps the worker's cold start small
+
+        if isinstance(schema, dict) and not validates(schema, args):
+            return Decision("deny", "default", None, mode)
+        engine = PermissionEngine(f.policy.get("permissions"), f.thread_rules)
+        return engine.decide(name, args, category=category_of(spec["effect_class"]), mode=mode)
+
+    def request_approval(self, view: View, call: Call) -> str | None:
+        now = self.ctx.clock()
+        rec = view.record
+        row = ApprovalRow(
+            challenge_id=new_uuid7(),
+            tenant=rec.tenant,
+            thread_id=rec.thread_id,
+            branch_id=self.branch_id,
+            call_id=call.call_id,
+            args_hash=canonical_hash(call.input),
+            expires_at=now + APPROVAL_TTL_MS,
+            tool=call.name,
+            input=call.input,
+            suggested_rules=suggested_rules(call.name, call.input),
+            created_at=now,
+        )
+        req = {
+            "args_hash": row.args_hash,
+            "call_id": call.call_id,
+            "challenge_id": row.challenge_id,
+            "expires_at": row.expires_at,
+        }
+        park = {
+            "address": {"id": row.challenge_id, "kind": "approval"},
+            "expires_at": row.expires_at,
+            "reason": "awaiting_approval",
+        }
+        drafts = [Draft("approval_requested", req, HOST), Draft("parked", park, HOST)]
+        self.append(view, drafts, lambda v, ls: [self.ctx.stores.approvals.open(row)])
+        return None
+
+    def ask_user(self, view: View, call: Call) -> str | None:
+        now = self.ctx.clock()
+        rec = view.record
+        opener = view.fold.turn.opener  # the turn is open: its call is pending
+        row = QuestionRow(
+            tenant=rec.tenant,
+            thread_id=rec.thread_id,
+            branch_id=self.branch_id,
+            call_id=call.call_id,
+            input=call.input,
+            expires_at=now + QUESTION_TTL_MS,
+            asked_by=(opener or {}).get("actor", {}).get("principal"),
+            created_at=now,
+        )
+        park = {
+            "address": {"id": call.call_id, "kind": "input"},
+            "expires_at": row.expires_at,
+            "reason": "awaiting_input",
+        }
+        self.append(view, [Draft("parked", park, HOST)], lambda v, ls: [self.ctx.stores.questions.open(row)])
+        return None
+
+    def dispatch(self, view: View, call: Call, *, attempt: int) -> str | None:
+        if call.name == "ask_user":
+            return self.ask_user(view, call)
+        executor = self.ctx.tools.get(call.name)
+        if executor is None:
+            self.append(
+                view, [result(call.call_id, f"Tool {call.name} is not available.", "not_executed", True)]
+            )
+            return None
+        readonly = call.effect_class == "read_only"
+        rec = view.record
+        tc = ToolContext(
+            tenant=rec.tenant,
+            thread_id=rec.thread_id,
+            branch_id=self.branch_id,
+            call_id=call.call_id,
+            effect_key=None if readonly else call.effect_key,
+            attempt=attempt,
+            clock=self.ctx.clock,
+            stores=self.ctx.stores,
+        )
+        if not readonly:
+            self.dispatch_effect(call, executor, tc, view)
+            return None
+        out = _run(executor, call.input, tc)
+        drafts = []
+        if call.name == "todo_write" and not out.is_error:
+            drafts.append(
+                Draft("todos_updated", {"call_id": call.call_id, "todos": call.input["todos"]}, TOOL)
+            )
+        drafts.append(result(call.call_id, out.text, "executed", out.is_error))
+        self.append(view, drafts)  # a lost race re-decides: a read-only call may run again
+        return None
+
+
+def _run(executor: Executor, args: dict[str, Any], tc: ToolContext) -> ToolOutput:
+    try:
+        return executor(args, tc)
+    except Exception as exc:  # noqa: BLE001 - a read-only tool's failure is its result
+        return ToolOutput(f"Error: {exc}", is_error=True)

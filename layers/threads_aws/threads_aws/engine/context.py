@@ -1,0 +1,81 @@
+"""What a run step runs on: `EngineContext` (built once per container by
+`services.Services.engine`), the step's outcome, and the engine's tunables."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import render
+from ..store.protocol import Artifacts, EventLog, StepQueue, Stores
+from ..store.records import wall_ms
+from ..writer import View, Writer
+from .models import ModelAdapter, adapter_for
+from .tools import BUILTIN_EXECUTORS, Executor
+
+LEASE_TTL_MS = 60_000
+DEADLINE_MARGIN_MS = 10_000  # stop and re-enqueue this long before the Lambda deadline
+RENDERERS = 64  # branches whose incremental renderer a container keeps
+
+ModelResolver = Callable[[dict[str, Any], dict[str, Any]], ModelAdapter]
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    state: str  # idle | parked | more | busy
+    appended: int
+
+
+@dataclass
+class _Rendered:
+    renderer: render.Renderer = field(default_factory=render.Renderer)
+    fed: int = 0
+
+
+@dataclass
+class EngineContext:
+    """The writer, the stores, the run-step queue (to re-enqueue a step that runs out of time),
+    the deployed agents, the model resolver and the tool executors."""
+
+    writer: Writer
+    stores: Stores
+    steps: StepQueue | None = None
+    agents: dict[str, Any] | None = None
+    models: ModelResolver = adapter_for
+    clock: Callable[[], int] = wall_ms
+    tools: dict[str, Executor] = field(default_factory=lambda: dict(BUILTIN_EXECUTORS))
+    lease_ttl_ms: int = LEASE_TTL_MS
+    margin_ms: int = DEADLINE_MARGIN_MS
+    _rendered: OrderedDict[str, _Rendered] = field(default_factory=OrderedDict)
+
+    @property
+    def store(self) -> EventLog:
+        return self.writer.store
+
+    @property
+    def artifacts(self) -> Artifacts:
+        return self.stores.artifacts
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, session: Any = None) -> EngineContext:
+        """An engine built from the environment (`services.Services.from_env().engine()`)."""
+        from ..services import Services
+
+        return Services.from_env(environ, session=session).engine()
+
+    def renderer(self, view: View) -> render.Renderer:
+        """The branch's Render v1 renderer, fed the view's events it hasn't seen (a step renders
+        the next request without re-walking the log)."""
+        r = self._rendered.pop(view.branch_id, None)
+        events = view.fold.events
+        if r is None or r.fed > len(events):
+            r = _Rendered()
+        for ev in events[r.fed :]:
+            r.renderer.feed(ev)
+        r.fed = len(events)
+        self._rendered[view.branch_id] = r
+        while len(self._rendered) > RENDERERS:
+            self._rendered.popitem(last=False)
+        return r.renderer

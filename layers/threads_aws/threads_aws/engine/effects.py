@@ -1,0 +1,119 @@
+"""Effects: a call that may change the world runs at most as its record says (semantics.md §4,
+C3).
+
+Ordering: `effect_begin` is durable and fenced before the tool body runs, and right before it
+runs one consistent read of the branch record checks the lease is still ours and no
+`cancel_requested` barrier landed after our begin (`clear_to_dispatch`). A timeout or transport
+error after dispatch becomes `effect_unknown` + `parked` (a human resolves it), never an error
+result. A committed or confirmed effect's result comes from its settlement record
+(`materialized_from_commit`), never from a new dispatch; inside an idempotent provider's dedup
+window a re-send under the same effect key is safe (`safe_to_retry`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..core.canonical import canonical_bytes
+from ..core.fold import Call, Fold
+from ..writer import Draft, View
+from .loop import HOST, StepBase, result
+from .tools import Executor, ToolContext, ToolUncertain
+
+DEDUP_RESOLUTIONS = frozenset({"safe_to_retry", "not_sent", "assume_not_done"})
+ASSUMED_DONE_PREVIEW = "The effect was confirmed done; its output is not available."
+
+
+class Effects(StepBase):
+    def park_effect(self, call: Call) -> Draft:
+        park = {"address": {"id": call.effect_key, "kind": "effect"}, "reason": "effect_unknown"}
+        return Draft("parked", park, HOST)
+
+    def dedup_covers(self, f: Fold, call: Call) -> bool:
+        """An idempotent provider dedups on the effect key inside its window, counted from the
+        first dispatch: re-sending under the same key is safe (`safe_to_retry`)."""
+        spec = f.tools.get(call.name) or {}
+        window = spec.get("dedup_window_ms")
+        if call.effect_class != "idempotent" or not isinstance(window, int):
+            return False
+        return call.first_begin_time is not None and self.ctx.clock() < call.first_begin_time + window
+
+    @staticmethod
+    def may_have_run(call: Call) -> bool:
+        """A resolution that allows a retry without saying the effect didn't happen
+        (`safe_to_retry`: the provider dedups, so a re-send is harmless, not a no-op)."""
+        return call.resolution == "safe_to_retry"
+
+    def settled_result(self, f: Fold, call: Call) -> Draft | None:
+        """A committed or confirmed effect whose call has no result yet: the result comes from the
+        settlement record (`materialized_from_commit`), never from a new dispatch."""
+        entry = f.effects.get(call.effect_key)
+        if entry is None or entry["status"] not in ("committed", "resolved") or not call.settled_seq:
+            return None
+        # The status is the latest effect event's, so the latest settlement is of that kind.
+        settlement = f.events[call.settled_seq - 1]["data"]
+        if entry["status"] == "resolved" and settlement["outcome"] in DEDUP_RESOLUTIONS:
+            return None
+        ref = settlement.get("result_ref")
+        text, is_error = ASSUMED_DONE_PREVIEW, False
+        if ref is not None:
+            text, is_error = _read_result(self.ctx.artifacts.get_ref(ref))
+        return result(call.call_id, text, "materialized_from_commit", is_error)
+
+    def dispatch_effect(self, call: Call, executor: Executor, tc: ToolContext, view: View) -> None:
+        """Begin (durable, fenced), check the fence again, run the body, record what happened."""
+        self.maybe_renew(force=True)
+        lines = self.append(
+            view, [Draft("effect_begin", {"attempt": tc.attempt, "call_id": call.call_id}, HOST)]
+        )
+        if not self.clear_to_dispatch(lines[-1].seq):
+            # A cancel barrier landed after our begin: we know the body never started.
+            data = {"by": "adapter", "call_id": call.call_id, "outcome": "not_sent"}
+            self.append_sticky(lambda v: [Draft("effect_resolved", data, HOST)])
+            return
+        try:
+            out = executor(call.input, tc)
+        except ToolUncertain as exc:
+            reason = exc.reason if exc.reason in ("timeout", "transport_error") else "transport_error"
+            self.record_unknown(call, reason)
+            return
+        except Exception:  # noqa: BLE001 - after dispatch, any failure is an unknown outcome
+            self.record_unknown(call, "transport_error")
+            return
+        body = canonical_bytes({"is_error": out.is_error, "text": out.text})
+        ref = self.ctx.artifacts.put(body, "application/json")
+        self.append_sticky(
+            lambda v: [
+                Draft("effect_commit", {"call_id": call.call_id, "result_ref": ref}, HOST),
+                result(call.call_id, out.text, "executed", out.is_error),
+            ]
+        )
+
+    def clear_to_dispatch(self, begin_seq: int) -> bool:
+        """Fencing right before a tool body starts, with one consistent read of the branch
+        record: the lease is still ours (else `stale_epoch`: stop, recovery settles the begun
+        effect), and no `cancel_requested` barrier landed after our `effect_begin`."""
+        rec = self.ctx.store.head(self.branch_id)
+        if (
+            rec is None
+            or rec.lease_holder != self.lease.holder_id
+            or rec.lease_epoch != self.lease.epoch
+            or rec.lease_expires_at <= self.ctx.clock()
+        ):
+            self.maybe_renew(force=True)  # raises stale_epoch when the lease is gone
+        if rec is None or rec.head_seq == begin_seq:
+            return True
+        return self.ctx.writer.load(self.branch_id, record=rec).fold.last_cancel_seq < begin_seq
+
+    def record_unknown(self, call: Call, reason: str) -> None:
+        self.append_sticky(
+            lambda v: [
+                Draft("effect_unknown", {"call_id": call.call_id, "reason": reason}, HOST),
+                self.park_effect(call),
+            ]
+        )
+
+
+def _read_result(body: bytes) -> tuple[str, bool]:
+    v = json.loads(body)
+    return str(v.get("text", "")), bool(v.get("is_error", False))

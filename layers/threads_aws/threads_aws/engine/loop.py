@@ -1,0 +1,83 @@
+"""The step's plumbing every concern shares: the lease (renewed before it runs low and right
+before anything is dispatched), appends under the lease epoch, and sticky appends.
+
+A lost head race (`seq_conflict`) before a dispatch re-loads and re-decides (the run loop in
+`engine.step`); after a dispatch (a model answer, an effect's result) the same facts are
+re-appended on the new head ("sticky"), because they happened. A `stale_epoch` means another
+worker took the lease: stop at once and dispatch nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..core.errors import LogError
+from ..core.lines import StoredLine
+from ..store.records import Lease
+from ..writer import Companions, Draft, View
+from .context import EngineContext
+
+STICKY_RETRIES = 8
+
+HOST = {"kind": "host"}
+MODEL = {"kind": "model"}
+TOOL = {"kind": "tool"}
+RECOVERY = {"kind": "recovery"}
+
+
+class Stop(Exception):
+    """End the step now with `state` (a lost lease, or sticky retries exhausted)."""
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+
+def result(call_id: str, text: str, origin: str, is_error: bool) -> Draft:
+    """A call's `tool_result` (the tool's actor when it executed, the host's otherwise)."""
+    data = {
+        "call_id": call_id,
+        "completeness": "complete",
+        "is_error": is_error,
+        "origin": origin,
+        "preview": text,
+    }
+    return Draft("tool_result", data, TOOL if origin == "executed" else HOST)
+
+
+class StepBase:
+    def __init__(self, ctx: EngineContext, branch_id: str, lease: Lease) -> None:
+        self.ctx = ctx
+        self.branch_id = branch_id
+        self.lease = lease
+        self.appended = 0
+
+    def maybe_renew(self, force: bool = False) -> None:
+        now = self.ctx.clock()
+        if force or self.lease.expires_at - now < self.ctx.lease_ttl_ms // 2:
+            self.lease = self.ctx.store.renew(
+                self.branch_id, self.lease, now_ms=now, ttl_ms=self.ctx.lease_ttl_ms
+            )
+
+    def append(
+        self, view: View, drafts: Sequence[Draft], companions: Companions | None = None
+    ) -> list[StoredLine]:
+        _, lines = self.ctx.writer.append(
+            self.branch_id, drafts, epoch=self.lease.epoch, view=view, companions=companions
+        )
+        self.appended += len(lines)
+        return lines
+
+    def append_sticky(self, build: Callable[[View], Sequence[Draft]]) -> list[StoredLine]:
+        """Record facts that already happened (a model answer, an effect's result): a lost head
+        race re-appends them on the new head; a lost lease stops (recovery takes over)."""
+        for _ in range(STICKY_RETRIES):
+            view = self.ctx.writer.load(self.branch_id)
+            try:
+                return self.append(view, build(view))
+            except LogError as exc:
+                if exc.code == "seq_conflict":
+                    continue
+                if exc.code == "stale_epoch":
+                    raise Stop("busy") from exc
+                raise
+        raise Stop("more")

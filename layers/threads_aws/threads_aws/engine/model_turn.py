@@ -1,0 +1,154 @@
+"""The model turn: request, answer, and when the turn ends.
+
+Ordering (C2): the rendered request bytes are put to S3 before `model_request` is appended, and
+`model_request` is durable (and the lease renewed) before the model is called. The answer and
+the calls it proposes (`model_response`, then each `tool_call` with its `permission_decision`)
+are recorded sticky: they happened. A provider failure is `model_attempt_abandoned` (the next
+step retries up to MAX_ATTEMPTS; the adapter classifies it: `ModelError.abandoned`); an
+exception of unknown outcome is abandoned `unknown`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.canonical import sha256_hex
+from ..core.fold import Fold, Turn
+from ..writer import Draft, View
+from .calls import Calls
+from .loop import HOST, MODEL, RECOVERY
+from .models import ModelError, ModelResult
+
+MAX_ATTEMPTS = 3  # model attempts per request (crash re-sends and provider failures)
+MAX_PAUSE_CONTINUATIONS = 3
+ABANDON_REASONS = frozenset(
+    {
+        "crash",
+        "timeout",
+        "provider_error",
+        "stream_broken",
+        "cancelled",
+        "steered",
+        "rate_limited",
+        "overloaded",
+        "server_error",
+        "prompt_too_long",
+        "guardrail",
+    }
+)
+
+
+def abandon_open_attempts(f: Fold, reason: str) -> list[Draft]:
+    """Close every attempt still awaiting its response: sent or not, we can't tell (no lookup)."""
+    data = {"provider_outcome": "unknown", "reason": reason}
+    return [
+        Draft("model_attempt_abandoned", {**data, "request_event_id": rid}, RECOVERY) for rid in f.awaiting
+    ]
+
+
+class ModelTurn(Calls):
+    def next_model_step(self, view: View, turn: Turn) -> str | None:
+        """Request again or complete the turn, from the latest answer. Under `stop_when_idle`
+        (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`."""
+        attempt, reason = self.after_answer(view.fold, turn)
+        if attempt is not None and turn.stop_when_idle:
+            return self.complete_turn(view, "interrupted")
+        if attempt is not None:
+            return self.request(view, attempt=attempt)
+        return self.complete_turn(view, reason)
+
+    @staticmethod
+    def after_answer(f: Fold, turn: Turn) -> tuple[int | None, str]:
+        """(attempt to request next, None) or (None, turn_completed reason)."""
+        last = turn.last_model
+        if last is None:
+            return 1, ""
+        d = last["data"]
+        if last["type"] == "model_attempt_abandoned":
+            req = f.last_request
+            attempt = int(req["data"]["attempt"]) if req else 1
+            if d.get("reason") == "prompt_too_long":
+                return None, "context_exhausted"
+            if attempt >= MAX_ATTEMPTS:
+                return None, "model_unavailable"
+            return attempt + 1, ""
+        stop = d["stop_reason"]
+        if any(p.get("type") == "tool_use" for p in d["content"]):
+            return 1, ""  # its calls have their results now
+        if stop == "tool_use":  # nothing to dispatch: re-asking would loop forever
+            return None, "error"
+        if stop in ("end_turn", "stop_sequence", "refusal"):
+            if turn.steered:  # a steer landed while the model answered: it renders next
+                return 1, ""
+            return None, "end_turn"
+        if stop == "pause_turn":
+            if turn.pauses > MAX_PAUSE_CONTINUATIONS:
+                return None, "error"
+            return 1, ""
+        if stop == "max_tokens":
+            return None, "max_output"
+        if stop == "context_window_exceeded":
+            return None, "context_exhausted"
+        return None, "error"
+
+    def complete_turn(self, view: View, reason: str) -> str | None:
+        self.append(view, [Draft("turn_completed", {"reason": reason}, HOST)])
+        return None
+
+    def request(self, view: View, *, attempt: int) -> str | None:
+        settings: dict[str, Any] = view.fold.settings or {}
+        try:
+            adapter = self.ctx.models(settings["model"], settings["adapter"])
+        except LookupError:
+            return self.complete_turn(view, "model_unavailable")
+        renderer = self.ctx.renderer(view)
+        body = renderer.request(self.ctx.artifacts.get_ref)
+        head = renderer.line0()
+        prefix = {"bytes": len(head), "sha256": sha256_hex(head)}
+        ref = self.ctx.artifacts.put(body, "application/x-ndjson")  # the bytes first (C2)
+        self.maybe_renew(force=True)
+        data = {"attempt": attempt, "declared_prefix": prefix, "request_ref": ref}
+        rid = self.append(view, [Draft("model_request", data, HOST)])[0].event_id
+        assert rid is not None
+        try:
+            answer = adapter.complete(
+                body,
+                settings=settings,
+                request_event_id=rid,
+                branch_id=self.branch_id,
+                artifacts=self.ctx.artifacts,
+            )
+        except ModelError as exc:  # classified by the adapter: outcome, reason, billing, retry-after
+            failed = exc.abandoned(rid, ABANDON_REASONS)
+            self.append_sticky(lambda v: [Draft("model_attempt_abandoned", failed, HOST)])
+            return None
+        except Exception:  # noqa: BLE001 - the request may have reached the provider
+            unknown = {"provider_outcome": "unknown", "reason": "provider_error", "request_event_id": rid}
+            self.append_sticky(lambda v: [Draft("model_attempt_abandoned", unknown, HOST)])
+            return None
+        self.append_sticky(lambda v: self.answer_drafts(v, rid, answer))
+        return None
+
+    def answer_drafts(self, view: View, rid: str, answer: ModelResult) -> list[Draft]:
+        """The response, then each proposed call with its permission decision."""
+        response = {
+            "completeness": "complete",
+            "content": answer.content,
+            "request_event_id": rid,
+            "stop_reason": answer.stop_reason,
+            "usage": answer.usage,
+        }
+        drafts = [Draft("model_response", response, MODEL)]
+        for part in answer.content:
+            if part.get("type") != "tool_use":
+                continue
+            call = {
+                "call_id": part["call_id"],
+                "input": part["input"],
+                "name": part["name"],
+                "request_event_id": rid,
+            }
+            drafts.append(Draft("tool_call", call, MODEL))
+            decision = self.decision_for(view, part["name"], part["input"])
+            drafts.append(Draft("permission_decision", decision.data(part["call_id"]), HOST))
+        return drafts
