@@ -189,6 +189,18 @@ def test_parse_body_limits() -> None:
     assert limits.parse_body(b'{"a":[1.5,-9007199254740991,"[[[["]}') == {"a": [1.5, -(2**53 - 1), "[[[["]}
 
 
+def test_the_line_limits_the_writer_relies_on() -> None:
+    # The exact admission path must refuse what the fast path declines (a line over 1 MiB).
+    from threads_aws.core.canonical import MAX_LINE_BYTES, NotCanonical, admit
+
+    pad = MAX_LINE_BYTES - len(b'{"a":""}')
+    assert admit(b'{"a":"' + b"x" * pad + b'"}')
+    with pytest.raises(NotCanonical, match="1 MiB"):
+        admit(b'{"a":"' + b"x" * (pad + 1) + b'"}')
+    with pytest.raises(NotCanonical, match="deeper than 64"):
+        admit(json.dumps(nested(65), separators=(",", ":")).encode())
+
+
 def test_blame_names_only_what_the_body_explains() -> None:
     big = {"a": "x", "reason": "r" * 700_000}
     named = limits.blame(big, LogError("invalid_line", 5, "line longer than 1 MiB"))

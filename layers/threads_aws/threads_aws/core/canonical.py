@@ -142,6 +142,8 @@ def _has_float(value: dict[str, Any]) -> bool:
 
 
 def _admit_exact(raw: bytes) -> dict[str, Any]:
+    if len(raw) > MAX_LINE_BYTES:  # admit_fast declines these: the rule is enforced here
+        raise NotCanonical("line longer than 1 MiB")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
