@@ -355,6 +355,7 @@ def main() -> None:
     from threads_aws.local.infra import create_resources, default_template_path
     from threads_aws.local.moto_patch import speed_up_moto_transactions
     from threads_aws.store import ArtifactStore, EventStore
+    from threads_aws.store.api_keys import ApiKeyRows
     from threads_aws.writer import Writer
 
     template = default_template_path()
@@ -379,7 +380,7 @@ def main() -> None:
         os.environ.update(res.env())
         try:
             runtime.reset()
-            token = ApiKeys(side, res.state_table).create("acme", "alice").token
+            token = ApiKeys(ApiKeyRows(side, res.state_table)).create("acme", "alice").token
             engine = EngineContext.from_env()
             sqs = session.client("sqs")
             artifacts = ArtifactStore(original_client(session, "s3"), res.bucket)

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from test_engine_helpers import make_ctx, new_thread, run, say, types
+from threads_aws.engine.context import LEASE_TTL_MS
 from threads_aws.engine.queue import enqueue_step, handle_batch, retry_delay_s
-from threads_aws.engine.step import LEASE_TTL_MS
 
 
 class Ctx:
