@@ -69,9 +69,10 @@ def test_queues_match_template(aws):
     redrive = json.loads(attrs["RedrivePolicy"])
     assert redrive["deadLetterTargetArn"] == dlq_arn and int(redrive["maxReceiveCount"]) == 5
     inbox = aws.sqs.get_queue_attributes(QueueUrl=r.inbox_queue_url, AttributeNames=["All"])["Attributes"]
-    assert "FifoQueue" not in inbox or inbox["FifoQueue"] == "false"
+    # the channel inbox: FIFO too (one wake-up group per thread), its DLQ FIFO
+    assert inbox["FifoQueue"] == "true" and r.inbox_queue_url.endswith(".fifo")
     assert json.loads(inbox["RedrivePolicy"])["deadLetterTargetArn"].endswith(
-        ":" + physical_name(aws.prefix, "ChannelInboxDLQ")
+        ":" + physical_name(aws.prefix, "ChannelInboxDLQ") + ".fifo"
     )
     # a FIFO round trip
     aws.sqs.send_message(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .engine.step import EngineContext
     from .host.keys import ApiKeys
     from .host.service import Host
+    from .store.inbox_queue import InboxQueue
     from .store.protocol import Stores
     from .store.run_steps import RunStepQueue
     from .writer import Writer
@@ -100,6 +101,12 @@ class Services:
         from .store.run_steps import RunStepQueue
 
         return self._once("steps", lambda: RunStepQueue(self.sqs, self.names.run_step_queue_url))
+
+    @property
+    def inbox_queue(self) -> InboxQueue:
+        from .store.inbox_queue import InboxQueue
+
+        return self._once("inbox_queue", lambda: InboxQueue(self.sqs, self.names.inbox_queue_url))
 
     @property
     def agents(self) -> Mapping[str, Agent]:

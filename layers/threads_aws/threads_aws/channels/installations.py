@@ -1,8 +1,8 @@
 """Channel installations as configuration: which tenant and agent a provider installation maps
 to, who may press its approval buttons, and where its secrets are.
 
-The file (``$CHANNELS_FILE``, else the bundled ``data/channels.json``, which holds disabled
-examples) is JSON::
+The file (``$CHANNELS_FILE``, else ``$CHANNELS_S3_URI`` when deployed, else the bundled
+``data/channels.json``, which holds disabled examples) is JSON::
 
     {"installations": [
       {"channel": "slack",               # the /channels/{channel}/events path segment
@@ -250,8 +250,27 @@ def _load(path: str, agent_names: tuple[str, ...] | None) -> Installations:
     return parse_installations(raw, agent_names=agent_names, source=path)
 
 
+@lru_cache(maxsize=4)
+def _load_s3(uri: str, agent_names: tuple[str, ...] | None) -> Installations:
+    import boto3
+
+    from ..store.objects import read_object
+
+    try:
+        raw = json.loads(read_object(boto3.session.Session().client("s3"), uri))
+    except ValueError as e:
+        raise ChannelsConfigError(f"{uri}: not JSON: {e}") from e
+    return parse_installations(raw, agent_names=agent_names, source=uri)
+
+
 def load_installations(
     path: str | os.PathLike[str] | None = None, *, agent_names: Collection[str] | None = None
 ) -> Installations:
+    """``path``, else ``$CHANNELS_FILE``, else ``$CHANNELS_S3_URI`` (a deployment's channels
+    file: the template parameter ``ChannelsObject`` sets it, as bucket/key), else the bundled
+    file. Loaded once per process (and source)."""
     names = tuple(sorted(agent_names)) if agent_names is not None else None
+    uri = os.environ.get("CHANNELS_S3_URI", "")
+    if path is None and not os.environ.get("CHANNELS_FILE") and uri:
+        return _load_s3(uri if uri.startswith("s3://") else "s3://" + uri, names)
     return _load(str(path or os.environ.get("CHANNELS_FILE") or DEFAULT_FILE), names)

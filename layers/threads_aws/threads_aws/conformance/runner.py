@@ -13,9 +13,8 @@ from typing import Any
 
 from ..core.errors import LogError
 
-SERVED = ("reduce", "fork", "render", "host")
+SERVED = ("reduce", "fork", "render", "host", "intake")
 LATER = {
-    "intake": "served by the channels issue (webhook intake)",
     "recover": "appends to a threads-py/threads-ts branch: writer_mismatch for threads-aws",
     "stub": "appends to a threads-py/threads-ts branch: writer_mismatch for threads-aws",
     "policy": "the permission engine arrives with the run-step worker",
@@ -103,13 +102,14 @@ def run_case(case_dir: Path, env_factory: Any = None) -> CaseResult:
         return CaseResult(name, "FAIL", "missing expected.json")
     from .env import case_env
     from .host_kind import run_host
+    from .intake_kind import run_intake
     from .kinds import run_fork, run_reduce, run_render
 
     try:
         with case_env(env_factory) as env:
-            {"reduce": run_reduce, "fork": run_fork, "render": run_render, "host": run_host}[kind](
-                env, case_dir, case, expected
-            )
+            runners = {"reduce": run_reduce, "fork": run_fork, "render": run_render, "host": run_host}
+            runners["intake"] = run_intake
+            runners[kind](env, case_dir, case, expected)
     except Mismatch as exc:
         return CaseResult(name, "FAIL", str(exc))
     except LogError as exc:  # an unexpected typed failure

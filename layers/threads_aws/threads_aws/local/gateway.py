@@ -261,6 +261,9 @@ class Gateway:
         self.region = region
         self.router = Router(template.routes)
         self._buckets = {lid: _Bucket(*api.throttle) for lid, api in template.apis.items() if api.throttle}
+        from .function_urls import FunctionUrls  # channel webhooks: Lambda function URLs
+
+        self.function_urls = FunctionUrls(template, handlers, region=region)
 
     # -- public
 
@@ -269,6 +272,9 @@ class Gateway:
         api: Api | None = None
         if len(req.body) > MAX_REQUEST:
             return self.reject("REQUEST_TOO_LARGE", req)
+        by_url = self.function_urls.handle(req)  # not API Gateway: a function URL's own answer
+        if by_url is not None:
+            return by_url
         try:
             found = self.router.match(req.method, req.path)
             if found is None:

@@ -103,6 +103,8 @@ class Template:
     skipped: list[str] = field(default_factory=list)  # event sources we don't emulate
     parameters: dict[str, str] = field(default_factory=dict)
     global_env: Mapping[str, Any] = field(default_factory=dict)
+    # functions with a FunctionUrlConfig: logical id -> the resource's Metadata (local.function_urls)
+    function_urls: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def _name(v: Any) -> str | None:
@@ -238,7 +240,7 @@ def parse_template(path: str | os.PathLike[str]) -> Template:
             else:
                 out.skipped.append(f"{lid}.{ev_name}: event type {kind} not emulated")
         if p.get("FunctionUrlConfig"):
-            out.skipped.append(f"{lid}: function URL not emulated")
+            out.function_urls[lid] = res.get("Metadata") or {}
     return out
 
 

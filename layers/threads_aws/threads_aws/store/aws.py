@@ -7,7 +7,9 @@ from typing import Any
 from .api_keys import ApiKeyRows
 from .approvals import Approvals
 from .artifacts import ArtifactStore
+from .channel_threads import ChannelThreads
 from .events import EventStore
+from .inbox import Inbox
 from .index import ThreadIndex
 from .names import ResourceNames
 from .notes import Notes
@@ -34,4 +36,6 @@ def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, *
         notes=Notes(ddb, table),
         api_keys=ApiKeyRows(ddb, table),
         resources=ResourceLedger(ddb, table),
+        inbox=Inbox(ddb, table),
+        channel_threads=ChannelThreads(ddb, table),
     )

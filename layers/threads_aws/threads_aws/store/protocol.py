@@ -18,6 +18,8 @@ from ..core.lines import StoredLine
 from .api_keys import ApiKeyRow
 from .approvals import ApprovalRow
 from .branches import BranchRecord, NewBranch
+from .channel_threads import ChannelRoute
+from .inbox import InboxRow
 from .index import ThreadRecord
 from .notes import Note
 from .questions import QuestionRow
@@ -149,6 +151,32 @@ class ResourceStore(Protocol):
     def rows(self, owner_branch_id: str) -> list[ResourceRow]: ...
 
 
+class InboxStore(Protocol):
+    """Channel inbox rows (`store.inbox.Inbox`)."""
+
+    def put(self, row: InboxRow) -> Companion: ...
+
+    def insert_batch(self, rows: Sequence[InboxRow]) -> list[InboxRow]: ...
+
+    def consume(self, row: InboxRow, seq: int, now: int) -> Companion: ...
+
+    def refuse(self, row: InboxRow, now: int) -> bool: ...
+
+    def get(self, pk: str) -> InboxRow | None: ...
+
+    def rows(self, pks: Sequence[str]) -> list[InboxRow]: ...
+
+    def pending(self, thread_id: str, limit: int = 100) -> list[InboxRow]: ...
+
+
+class ChannelThreadStore(Protocol):
+    """Conversation → thread routes (`store.channel_threads.ChannelThreads`)."""
+
+    def get(self, tenant: str, channel: str, installation_id: str, address: str) -> ChannelRoute | None: ...
+
+    def create(self, route: ChannelRoute) -> Companion: ...
+
+
 class StepQueue(Protocol):
     """The run-step queue (`store.run_steps.RunStepQueue`)."""
 
@@ -170,3 +198,5 @@ class Stores:
     notes: NoteStore
     api_keys: ApiKeyStore
     resources: ResourceStore
+    inbox: InboxStore
+    channel_threads: ChannelThreadStore
