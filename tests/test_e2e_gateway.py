@@ -167,7 +167,9 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     env.update(E2E_HOOK_DIR=str(tmp), SSE_WAIT_MS="1500", SSE_POLL_MS="50", SSE_RETRY_MS="100")
     log = open(tmp / "dev.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [*cmd, "dev", "--port", "0", "--dev-tokens", "--preload", str(hooks), "--template", str(TEMPLATE)],
+        # With a state dir (the command's default mode): every flow here runs through the journal.
+        [*cmd, "dev", "--port", "0", "--dev-tokens", "--preload", str(hooks), "--template", str(TEMPLATE),
+         "--state-dir", str(tmp / "state")],  # fmt: skip
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,

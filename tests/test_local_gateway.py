@@ -543,7 +543,7 @@ def test_dev_command_serves_and_stops_on_sigterm() -> None:
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     proc = subprocess.Popen(
-        [*cmd, "dev", "--port", "0", "--dev-tokens"],
+        [*cmd, "dev", "--port", "0", "--dev-tokens", "--ephemeral"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

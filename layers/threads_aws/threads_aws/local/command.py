@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+DEFAULT_STATE_DIR = ".threads-aws"
 
 
 def add_dev_parser(top: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -11,7 +14,19 @@ def add_dev_parser(top: argparse._SubParsersAction) -> None:  # type: ignore[typ
         help="run the host locally (moto + API Gateway emulation + SQS pollers)",
         description="Start moto (DynamoDB, S3, SQS from template.yaml), an API Gateway (REST) emulation "
         "on 127.0.0.1:PORT in front of the template's functions, and pollers feeding SQS to the "
-        "worker. The first stdout line is `ready http://127.0.0.1:PORT`. Ctrl-C or SIGTERM stops it.",
+        "worker. The first stdout line is `ready http://127.0.0.1:PORT`. Ctrl-C or SIGTERM stops it. "
+        "State (threads, approvals, questions, artifacts, queued steps) is kept in --state-dir and "
+        "survives a restart or a crash; delete the directory to reset.",
+    )
+    state = p.add_mutually_exclusive_group()
+    state.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        default=DEFAULT_STATE_DIR,
+        help=f"where the state is kept (default: ./{DEFAULT_STATE_DIR}); one server per directory",
+    )
+    state.add_argument(
+        "--ephemeral", action="store_true", help="keep state in memory only: nothing is written"
     )
     p.add_argument(
         "--port", type=int, default=8787, help="gateway port on 127.0.0.1 (default: 8787; 0: any free)"
@@ -63,6 +78,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     from .dev import DevError, run
 
     try:
+        state_dir = None if args.ephemeral else args.state_dir
         if args.aws_only:
             from .aws_only import run_aws_only
 
@@ -74,7 +90,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
                 dev_tokens=args.dev_tokens,
                 template=args.template,
                 preload=list(args.preload),
+                state_dir=Path(state_dir) if state_dir else None,
             )
-        return run(args.port, args.dev_tokens, args.template, preload=args.preload)
+        return run(args.port, args.dev_tokens, args.template, preload=args.preload, state_dir=state_dir)
     except DevError as exc:
         raise CliError(str(exc)) from None

@@ -8,7 +8,16 @@ functions; and `pollers` feeding the SQS event sources to their functions.
 Why the moto *server* rather than `mock_aws`: handlers then run exactly as in Lambda, ordinary
 boto3 clients configured from the environment (AWS_ENDPOINT_URL), and other processes can reach
 the same data: `threads-aws log export --branch B` with the printed environment exports a
-branch the dev server wrote. Nothing outlives the process (moto keeps everything in memory).
+branch the dev server wrote.
+
+State: moto keeps everything in memory, so with a state directory (the command's default,
+`./.threads-aws/`) `persist_moto` journals every request that changed moto's state, fsynced
+before its response leaves, and replays the journal into the fresh moto on the next start (after
+the template's resources are created): threads, approvals, questions, artifacts and queued run
+steps survive a restart or a `kill -9`, and a received-but-undeleted step is delivered again.
+Per request that costs a journal append under one apply lock plus a shared fdatasync (figures:
+`benchmarks/dev_persistence.py`). `state_dir=None` (`--ephemeral`) keeps memory only and writes
+nothing.
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ class DevServer:
     moto_host: str = "127.0.0.1"
     moto_port: int = 0
     serve_api: bool = True
+    state_dir: Path | None = None  # None: memory only (--ephemeral)
 
     moto: Any = None
     moto_url: str = ""
@@ -64,6 +74,7 @@ class DevServer:
     pollers: list[Poller] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    restored: Any = None  # persist_moto.RestoreReport when state_dir is set
     _server: Any = None
     _thread: threading.Thread | None = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
@@ -93,6 +104,7 @@ class DevServer:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request lines (pollers!)
         self.moto = ThreadedMotoServer(ip_address=self.moto_host, port=self.moto_port, verbose=False)
         self.moto.start()
+        self._start_moto(ThreadedMotoServer)
         host, port = self.moto.get_host_and_port()
         self.moto_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
         aws_env = {
@@ -105,6 +117,7 @@ class DevServer:
         self._set_env(aws_env, unset=("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"))
         session = boto3.Session(region_name=REGION)
         self.resources = create_resources(template_path, session, prefix=self.prefix)
+        self._restore_state()
 
         env, warnings = function_env(self.template, self.resources.physical, REGION, stack=self.prefix)
         self.warnings += warnings
@@ -138,6 +151,34 @@ class DevServer:
             poller = Poller(src, url, sqs, self.handlers, region=REGION, concurrency=self.poller_concurrency)
             poller.start()
             self.pollers.append(poller)
+
+    def _start_moto(self, threaded_server: Any) -> None:
+        if self.state_dir is None:
+            self.moto = threaded_server(ip_address=self.moto_host, port=self.moto_port, verbose=False)
+            self.moto.start()
+            return
+        from .persist import PersistError
+        from .persist_moto import DurableMoto
+
+        moto = DurableMoto(self.state_dir, host=self.moto_host, port=self.moto_port)
+        try:
+            moto.start()
+        except PersistError as exc:
+            raise DevError(str(exc)) from None
+        self.moto = moto
+
+    def _restore_state(self) -> None:
+        """Replay the state directory into moto, now that the template's resources exist."""
+        if self.state_dir is None:
+            return
+        from .persist import PersistError
+
+        names = {v.rstrip("/").rsplit("/", 1)[-1] for v in self.resources.physical.values()}
+        try:
+            self.restored = self.moto.restore(names)
+        except PersistError as exc:
+            raise DevError(str(exc)) from None
+        self.warnings += self.restored.warnings
 
     def stop(self) -> None:
         for p in self.pollers:
@@ -180,7 +221,8 @@ class DevServer:
         from ..store.api_keys import ApiKeyRows
 
         minted = ApiKeys(ApiKeyRows(ddb, self.resources.state_table)).create("local", "alice", "api")
-        return minted.token, "API key of tenant local, subject alice (in memory: gone when this stops)"
+        kept = f"kept in {self.state_dir}" if self.state_dir else "in memory: gone when this stops"
+        return minted.token, f"API key of tenant local, subject alice ({kept})"
 
     def banner(self) -> list[str]:
         token, how = self.token()
@@ -217,7 +259,16 @@ class DevServer:
             + ("EVENTS_TABLE", "STATE_TABLE", "ARTIFACTS_BUCKET")
         )
         lines.append(f"store: {store_env} threads-aws log export --branch <branch_id>")
+        lines.append(self.state_line())
         return lines
+
+    def state_line(self) -> str:
+        if self.state_dir is None:
+            return "state: in memory only (--ephemeral): everything is gone when this stops"
+        r = self.restored
+        what = f"{r.records} records replayed in {r.seconds:.2f}s" if r and r.records else "new"
+        reset = f"reset: stop, then rm -rf {shlex.quote(str(self.state_dir))}"
+        return f"state: {self.state_dir} ({what}; {reset})"
 
 
 def run(
@@ -226,8 +277,10 @@ def run(
     template: str | None = None,
     out: TextIO | None = None,
     preload: list[str] | None = None,
+    state_dir: str | None = None,
 ) -> int:
-    """The command: start, print the banner, serve until Ctrl-C or SIGTERM, stop; exit 0."""
+    """The command: start, print the banner, serve until Ctrl-C or SIGTERM, stop; exit 0.
+    `state_dir` None keeps memory only."""
     out = out or sys.stdout
     # Our banner is the only thing on stdout: handlers' prints and loggers go to stderr.
     sys.stdout = sys.stderr
@@ -243,6 +296,7 @@ def run(
         dev_tokens=dev_tokens,
         template_path=Path(template) if template else None,
         preload=list(preload or []),
+        state_dir=Path(state_dir) if state_dir else None,
     )
     try:
         try:

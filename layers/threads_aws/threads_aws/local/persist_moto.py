@@ -308,8 +308,15 @@ class DurableMoto:
     start() → (create the template's resources) → restore(names) → serve; stop()."""
 
     def __init__(
-        self, state_dir: Any, *, fsync: bool = True, compact_min_bytes: int = COMPACT_MIN_BYTES
+        self,
+        state_dir: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        fsync: bool = True,
+        compact_min_bytes: int = COMPACT_MIN_BYTES,
     ) -> None:
+        self.host, self.port = host, port
         self.state = StateDir(state_dir, fsync=fsync)
         self.compact_min_bytes = compact_min_bytes
         self.front: JournalingApp | None = None
@@ -329,7 +336,7 @@ class DurableMoto:
         self.app = DomainDispatcherApplication(create_backend_app)
         self.front = JournalingApp(self.app, self.state)
         self._server = make_server(
-            "127.0.0.1", 0, self.front, threaded=True, request_handler=MotoRequestHandler
+            self.host, self.port, self.front, threaded=True, request_handler=MotoRequestHandler
         )
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
         self._thread.start()
