@@ -102,7 +102,8 @@ def dev_process(
     log_path = tmp / "dev.log"
     log = open(log_path, "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [*cmd, "dev", "--port", "0", "--dev-tokens", *(args or [])],
+        # A state dir of its own: never ./.threads-aws of the repo (the command's default).
+        [*cmd, "dev", "--port", "0", "--dev-tokens", "--state-dir", str(tmp / "state"), *(args or [])],
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,

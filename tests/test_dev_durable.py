@@ -16,8 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dev_process import DevProcess
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "template.yaml"
@@ -34,48 +33,52 @@ DEADLINE_S = 30
 
 @dataclass
 class Dev:
+    """A `threads-aws dev` subprocess this test starts, kills and restarts on one state dir."""
+
     proc: subprocess.Popen[str]
-    url: str
     banner: list[str]
+    api: DevProcess  # HTTP calls (tests/dev_process.py)
 
     @property
     def store_env(self) -> dict[str, str]:
-        line = next(x for x in self.banner if x.startswith("store: "))
-        return dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
+        return self.api.env
 
-    def call(
-        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
-    ) -> tuple[int, Any]:
-        hs = {"Authorization": f"Bearer {TOKEN}", **(headers or {})}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            hs["Content-Type"] = "application/json"
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers=hs)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                status, raw, ctype = r.status, r.read(), r.headers.get("Content-Type", "")
-        except urllib.error.HTTPError as exc:
-            status, raw, ctype = exc.code, exc.read(), exc.headers.get("Content-Type", "")
-        return status, (json.loads(raw) if raw and "json" in ctype else raw.decode())
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        status, out, _ = self.api.call(method, path, body, token=TOKEN)
+        return status, out
 
     def start_run(self, text: str) -> dict[str, str]:
-        status, body = self.call(
-            "POST", "/v1/runs", {"agent": "demo", "input": text}, {"Idempotency-Key": str(uuid.uuid4())}
-        )
+        status, body, _ = self.api.call(
+            "POST", "/v1/runs", {"agent": "demo", "input": text}, token=TOKEN,
+            headers={"Idempotency-Key": str(uuid.uuid4())},
+        )  # fmt: skip
         assert status == 202, body
         return body  # type: ignore[no-any-return]
 
+    def timeline(self, thread_id: str) -> list[dict[str, Any]]:
+        """Every event of the thread's main branch, following the pages' Link headers."""
+        events: list[dict[str, Any]] = []
+        query = ""
+        while True:
+            status, body, headers = self.api.call(
+                "GET", f"/v1/threads/{thread_id}/timeline{query}", token=TOKEN
+            )
+            assert status == 200, body
+            events += [e["event"] for e in body["entries"]]
+            link = next((v for k, v in headers.items() if k.lower() == "link"), None)
+            if link is None:
+                return events
+            query = "?" + link.split("?", 1)[1].split(">", 1)[0]
+
     def result(self, thread_id: str, run_id: str) -> dict[str, Any]:
-        """Follow the run's SSE windows until its result message."""
+        """Follow the run's SSE windows (Last-Event-ID) until its result message."""
         deadline = time.monotonic() + DEADLINE_S
         last: str | None = None
         while time.monotonic() < deadline:
-            status, text = self.call(
-                "GET",
-                f"/v1/threads/{thread_id}/runs/{run_id}/events",
+            status, text, _ = self.api.call(
+                "GET", f"/v1/threads/{thread_id}/runs/{run_id}/events", token=TOKEN,
                 headers={"Last-Event-ID": last} if last else None,
-            )
+            )  # fmt: skip
             assert status == 200, text
             for block in text.split("\n\n"):
                 fields = dict(line.partition(":")[::2] for line in block.splitlines())
@@ -86,11 +89,6 @@ class Dev:
                     return msg["result"]  # type: ignore[no-any-return]
                 last = fields["id"].strip()
         raise AssertionError(f"run {run_id} did not settle in {DEADLINE_S}s")
-
-    def timeline(self, thread_id: str) -> list[dict[str, Any]]:
-        status, body = self.call("GET", f"/v1/threads/{thread_id}/timeline")
-        assert status == 200, body
-        return [e["event"] for e in body["entries"]]
 
 
 def _cmd() -> list[str]:
@@ -116,7 +114,9 @@ def start_dev(args: list[str], cwd: Path, log: Path) -> Dev:
     banner = [first]
     while not banner[-1].startswith("state: "):
         banner.append(proc.stdout.readline().strip())
-    return Dev(proc, first.split(" ", 1)[1], banner)
+    store = next(x for x in banner if x.startswith("store: "))
+    store_env = dict(w.split("=", 1) for w in store.split()[1:] if "=" in w)
+    return Dev(proc, banner, DevProcess(first.split(" ", 1)[1], store_env, proc, log))
 
 
 def stop(dev: Dev, sig: int = signal.SIGTERM) -> int:
