@@ -43,7 +43,8 @@ def dev_on_fakes(tmp_path_factory: pytest.TempPathFactory, fake: FakeServer) -> 
     env.update(fake.env(), SSE_WAIT_MS="1500", SSE_POLL_MS="50", SSE_RETRY_MS="100")
     log = open(tmp / "dev.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [*cmd, "dev", "--port", "0", "--dev-tokens", "--template", str(TEMPLATE)],
+        [*cmd, "dev", "--port", "0", "--dev-tokens", "--template", str(TEMPLATE)]
+        + ["--state-dir", str(tmp / "state")],
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,
