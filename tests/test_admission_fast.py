@@ -93,3 +93,18 @@ def test_float_lookalikes_inside_strings_stay_fast() -> None:
         b'{"a":"python 3.11"}',
     ]:
         assert admit_fast(raw) == json.loads(raw)
+
+
+def test_an_event_line_over_a_mib_refuses_the_import_at_its_position() -> None:
+    # admit_fast declines it; the exact path must refuse it (it once admitted it).
+    from threads_aws.core.errors import LogError
+    from threads_aws.core.importer import import_log
+    from threads_aws.core.lines import header_line
+
+    header = header_line("0190a5b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b", "0190a5b2-7c3d-7e4f-8a9b-0c1d2e3f4a5c", 1)
+    big = b'{"a":"' + b"x" * (1 << 20) + b'"}'
+    assert admit_fast(big) is None
+    with pytest.raises(LogError) as info:
+        import_log(header + b"\n" + big + b"\n")
+    assert (info.value.code, info.value.seq) == ("invalid_line", 1)
+    assert "1 MiB" in str(info.value)
