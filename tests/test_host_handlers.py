@@ -132,8 +132,10 @@ def test_served_contract_is_schemas_openapi_plus_what_is_ours():
     served = json.loads(openapi()["body"])
     assert without_ours(served) == json.loads((REPO / "schemas" / "openapi.json").read_text())
     assert "/v1/threads/{thread_id}/questions/{call_id}/answer" in served["paths"]
-    timeline = served["paths"]["/v1/threads/{thread_id}/timeline"]["get"]
-    assert {p.get("name") for p in timeline["parameters"] if _ours(p)} == {"after_seq", "limit"}
+    for path in ("/v1/threads/{thread_id}/timeline", "/v1/threads/{thread_id}/fork-points"):
+        op = served["paths"][path]["get"]
+        assert {p.get("name") for p in op["parameters"] if _ours(p)} == {"after_seq", "limit"}, path
+        assert _ours(op["responses"]["200"]["headers"]["Link"]), path
 
 
 def test_template_declares_every_route():

@@ -83,6 +83,26 @@ def test_malformed_page_parameters(query: dict[str, str]) -> None:
     assert exc.value.code == "invalid_request"  # dispatch answers it not_found on this route
 
 
+def test_fork_points_page_the_same_way() -> None:
+    points = [
+        {"branch_id": "b", "seq": seq, "event_id": f"e{seq}", "snapshot": {"pad": "p" * 100}}
+        for seq in (3, 9, 12, 20)
+    ]
+    body, headers = paging.fork_points_page(points, {})
+    assert json.loads(body) == points and headers == {}
+    got: list[Any] = []
+    q: dict[str, str] | None = {"branch_id": "b"}
+    while q is not None:
+        body, headers = paging.fork_points_page(points, q, budget=1)
+        got += json.loads(body)
+        link = headers.get("Link")
+        q = None if link is None else dict(parse_qsl(link.split("?", 1)[1].split(">", 1)[0]))
+        assert link is None or link.startswith("<fork-points?")
+    assert got == points
+    body, headers = paging.fork_points_page(points, {"after_seq": "9", "limit": "1"})
+    assert json.loads(body) == points[2:3] and "after_seq=12" in headers["Link"]
+
+
 # ---------------------------------------------------------------- over 6 MB, through the gateway
 
 

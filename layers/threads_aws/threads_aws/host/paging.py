@@ -6,7 +6,8 @@ is that measure; `PAGE_BYTES` (4 MiB of it) leaves room for headers and the enve
 entry fits (a line is at most 1 MiB; escaped, at most ~2 MiB), so a page always holds at least
 one entry, and every timeline is readable whatever its size.
 
-Timeline paging (ours, add-only: `x-threads-aws: ours` in the served openapi.json):
+Timeline paging (ours, add-only: `x-threads-aws: ours` in the served openapi.json; the fork-points
+list pages the same way, by its points' seqs, with `fork-points?...` links):
 - `after_seq` (Int, default 0): only entries whose event seq is greater. Seqs increase along the
   resolved chain (ancestor segments, then this branch), so a cursor never skips or repeats.
 - `limit` (1..MAX_LIMIT, default unbounded): at most this many entries.
@@ -21,7 +22,7 @@ branch_id).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -55,30 +56,48 @@ def page_params(query: Mapping[str, str]) -> tuple[int, int | None]:
     return _int_param(query, "after_seq", 0, MAX_INT) or 0, _int_param(query, "limit", 1, MAX_LIMIT)
 
 
-def timeline_page(
-    timeline: Mapping[str, Any], query: Mapping[str, str], *, budget: int = PAGE_BYTES
-) -> tuple[bytes, dict[str, str]]:
-    """The body and headers of one page of `Host.timeline`'s answer."""
+def _take(
+    items: list[Any], seq_of: Callable[[Any], int], query: Mapping[str, str], budget: int, used: int
+) -> tuple[list[bytes], dict[str, Any] | None]:
+    """The serialised items of one page, and the next page's query (None: this is the last)."""
     after, limit = page_params(query)
-    entries = [e for e in timeline["entries"] if e["event"]["seq"] > after]
-    head = orjson.dumps({"branch_id": timeline["branch_id"], "thread_id": timeline["thread_id"]})
-    used = wire_size(head) + 16
+    items = [i for i in items if seq_of(i) > after]
     parts: list[bytes] = []
-    for entry in entries:
-        raw = orjson.dumps(entry)
+    for item in items:
+        raw = orjson.dumps(item)
         cost = wire_size(raw) + 1
         if parts and (used + cost > budget or (limit is not None and len(parts) >= limit)):
             break
         parts.append(raw)
         used += cost
+    if len(parts) == len(items):
+        return parts, None
+    params: dict[str, Any] = {"after_seq": seq_of(items[len(parts) - 1])}
+    if limit is not None:
+        params["limit"] = limit
+    if "branch_id" in query:
+        params["branch_id"] = query["branch_id"]
+    return parts, params
+
+
+def _link(route: str, params: dict[str, Any] | None) -> dict[str, str]:
+    return {} if params is None else {"Link": f'<{route}?{urlencode(params)}>; rel="next"'}
+
+
+def timeline_page(
+    timeline: Mapping[str, Any], query: Mapping[str, str], *, budget: int = PAGE_BYTES
+) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of one page of `Host.timeline`'s answer."""
+    head = orjson.dumps({"branch_id": timeline["branch_id"], "thread_id": timeline["thread_id"]})
+    parts, more = _take(timeline["entries"], lambda e: e["event"]["seq"], query, budget, wire_size(head) + 16)
     body = head[:-1] + b',"entries":[' + b",".join(parts) + b"]}"
-    headers: dict[str, str] = {}
-    if len(parts) < len(entries):
-        last = entries[len(parts) - 1]["event"]["seq"]
-        params: dict[str, Any] = {"after_seq": last}
-        if limit is not None:
-            params["limit"] = limit
-        if "branch_id" in query:
-            params["branch_id"] = query["branch_id"]
-        headers["Link"] = f'<timeline?{urlencode(params)}>; rel="next"'
-    return body, headers
+    return body, _link("timeline", more)
+
+
+def fork_points_page(
+    points: list[dict[str, Any]], query: Mapping[str, str], *, budget: int = PAGE_BYTES
+) -> tuple[bytes, dict[str, str]]:
+    """One page of `Host.fork_points` (each snapshot's data rides along, so a long thread's
+    list can outgrow a response too): the same after_seq/limit/Link, `fork-points?...`."""
+    parts, more = _take(points, lambda p: p["seq"], query, budget, 2)
+    return b"[" + b",".join(parts) + b"]", _link("fork-points", more)

@@ -30,6 +30,14 @@ def _timeline(h: Host, r: Request) -> dict[str, Any]:
     return raw_response(200, body, headers)
 
 
+def _fork_points(h: Host, r: Request) -> dict[str, Any]:
+    from . import paging
+
+    paging.page_params(r.query)
+    body, headers = paging.fork_points_page(h.fork_points(r.who(), r.thread_id, r.branch_id), r.query)
+    return raw_response(200, body, headers)
+
+
 def _subscribe(h: Host, r: Request) -> dict[str, Any]:
     from . import sse
 
@@ -68,7 +76,7 @@ ROUTES: dict[str, tuple[frozenset[str], Call]] = {
     "listBranches": (_codes(), lambda h, r: response(200, h.branches(r.who(), r.thread_id))),
     "listForkPoints": (
         _codes(),
-        lambda h, r: response(200, h.fork_points(r.who(), r.thread_id, r.branch_id)),
+        _fork_points,
     ),
     "fork": (
         _codes(
