@@ -1,0 +1,181 @@
+"""Every route of the served contract (host/openapi.json) as a `Call`: path, body, expected
+status. One function per operationId; `Client` and `AsyncClient` send them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from ._core import Call, new_idempotency_key, seg
+
+Input = str | Sequence[dict[str, Any]]
+
+
+def _thread(thread_id: str, rest: str = "") -> str:
+    return f"/v1/threads/{seg(thread_id)}{rest}"
+
+
+def start_run(
+    agent: str,
+    input: Input,
+    *,
+    thread_id: str | None = None,
+    branch_id: str | None = None,
+    budget: dict[str, int] | None = None,
+    idempotency_key: str | None = None,
+) -> Call:
+    """startRun: POST /v1/runs (202 RunAccepted)."""
+    body: dict[str, Any] = {"agent": agent, "input": input if isinstance(input, str) else list(input)}
+    if thread_id is not None:
+        body["thread_id"] = thread_id
+    if branch_id is not None:
+        body["branch_id"] = branch_id
+    if budget is not None:
+        body["budget"] = budget
+    return Call.post("/v1/runs", body, ok=202, idempotency_key=idempotency_key or new_idempotency_key())
+
+
+def timeline(
+    thread_id: str, branch_id: str | None = None, *, after_seq: int | None = None, limit: int | None = None
+) -> Call:
+    """getTimeline: GET …/timeline (a page of entries; `Link: rel="next"` names the next)."""
+    return Call.get(
+        _thread(thread_id, "/timeline"), {"branch_id": branch_id, "after_seq": after_seq, "limit": limit}
+    )
+
+
+def branches(thread_id: str) -> Call:
+    """listBranches: GET …/branches."""
+    return Call.get(_thread(thread_id, "/branches"))
+
+
+def fork_points(thread_id: str, branch_id: str | None = None) -> Call:
+    """listForkPoints: GET …/fork-points."""
+    return Call.get(_thread(thread_id, "/fork-points"), {"branch_id": branch_id})
+
+
+def fork(
+    thread_id: str,
+    event_id: str,
+    *,
+    branch_id: str | None = None,
+    mode: Literal["live", "stub"] | None = None,
+    knowledge: Literal["pinned", "current"] | None = None,
+) -> Call:
+    """fork: POST …/forks (201 BranchRef)."""
+    body: dict[str, Any] = {"event_id": event_id}
+    if mode is not None:
+        body["mode"] = mode
+    if knowledge is not None:
+        body["knowledge"] = knowledge
+    return Call.post(_thread(thread_id, "/forks"), body, ok=201, params={"branch_id": branch_id})
+
+
+def approvals(thread_id: str, branch_id: str | None = None) -> Call:
+    """listApprovals: GET …/approvals."""
+    return Call.get(_thread(thread_id, "/approvals"), {"branch_id": branch_id})
+
+
+def decide(
+    thread_id: str,
+    challenge_id: str,
+    decision: Literal["grant", "deny"],
+    *,
+    remember_rule: str | None = None,
+    reason: str | None = None,
+) -> Call:
+    """decideApproval: POST …/approvals/{challenge_id}."""
+    body: dict[str, Any] = {"decision": decision}
+    if remember_rule is not None:
+        body["remember_rule"] = remember_rule
+    if reason is not None:
+        body["reason"] = reason
+    return Call.post(_thread(thread_id, f"/approvals/{seg(challenge_id)}"), body)
+
+
+def answer(
+    thread_id: str, call_id: str, answer: str | Sequence[str], *, branch_id: str | None = None
+) -> Call:
+    """answerQuestion: POST …/questions/{call_id}/answer."""
+    value: str | list[str] = answer if isinstance(answer, str) else list(answer)
+    return Call.post(
+        _thread(thread_id, f"/questions/{seg(call_id)}/answer"),
+        {"answer": value},
+        params={"branch_id": branch_id},
+    )
+
+
+def resolve_parked(
+    thread_id: str,
+    effect_key: str,
+    resolution: Literal["assume_done", "assume_not_done"],
+    *,
+    branch_id: str | None = None,
+) -> Call:
+    """resolveParked: POST …/parked/{effect_key}/resolve."""
+    return Call.post(
+        _thread(thread_id, f"/parked/{seg(effect_key)}/resolve"),
+        {"resolution": resolution},
+        params={"branch_id": branch_id},
+    )
+
+
+def cancel(thread_id: str, branch_id: str | None = None) -> Call:
+    """cancel: POST …/cancel (no body)."""
+    return Call.post(_thread(thread_id, "/cancel"), params={"branch_id": branch_id})
+
+
+def set_model(
+    thread_id: str,
+    model: dict[str, str],
+    *,
+    model_params: dict[str, Any] | None = None,
+    reasoning_carryover: Literal["keep", "omit_prior"] | None = None,
+    branch_id: str | None = None,
+) -> Call:
+    """setModel: POST …/settings."""
+    body: dict[str, Any] = {"model": dict(model)}
+    if model_params is not None:
+        body["model_params"] = model_params
+    if reasoning_carryover is not None:
+        body["reasoning_carryover"] = reasoning_carryover
+    return Call.post(_thread(thread_id, "/settings"), body, params={"branch_id": branch_id})
+
+
+def set_mode(thread_id: str, mode: str, *, branch_id: str | None = None) -> Call:
+    """setMode: POST …/mode."""
+    return Call.post(_thread(thread_id, "/mode"), {"mode": mode}, params={"branch_id": branch_id})
+
+
+def openapi() -> Call:
+    """The served contract: GET /openapi.json (no token needed)."""
+    return Call.get("/openapi.json")
+
+
+# ------------------------------------------------------------------ pending: listing (issue 13 §1)
+def threads(*, limit: int | None = None) -> Call:
+    """GET /v1/threads: the tenant's threads, newest first (pending: not served yet)."""
+    return Call.get("/v1/threads", {"limit": limit})
+
+
+def thread(thread_id: str) -> Call:
+    """GET /v1/threads/{thread_id}: one thread's summary (pending: not served yet)."""
+    return Call.get(_thread(thread_id))
+
+
+OPERATIONS: dict[str, str] = {
+    # operationId -> the function building its call (a test checks every served operation has one)
+    "startRun": "start_run",
+    "subscribeRun": "stream",
+    "getTimeline": "timeline",
+    "listBranches": "branches",
+    "listForkPoints": "fork_points",
+    "fork": "fork",
+    "listApprovals": "approvals",
+    "decideApproval": "decide",
+    "answerQuestion": "answer",
+    "resolveParked": "resolve_parked",
+    "cancel": "cancel",
+    "setModel": "set_model",
+    "setMode": "set_mode",
+}

@@ -1,0 +1,354 @@
+"""`AsyncClient`: the host API over `httpx.AsyncClient`, method for method `Client` (see `_core`
+for retries and stream resume; a test keeps the two sets of signatures equal)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Any, Literal, cast
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from . import _calls
+from ._core import (
+    DEFAULT_TIMEOUT,
+    STREAM_TIMEOUT,
+    Call,
+    Format,
+    Retries,
+    StreamState,
+    check_format,
+    connection_failed,
+    headers,
+    next_page,
+    resolve,
+    result,
+    retry_after_exception,
+    retry_after_response,
+)
+from .types import (
+    Appended,
+    BranchInfo,
+    BranchRef,
+    ForkPoint,
+    PendingApproval,
+    RunAccepted,
+    RunOutcome,
+    StreamMessage,
+    Timeline,
+)
+
+
+class AsyncRunStream(AsyncIterator[StreamMessage]):
+    """`RunStream` for asyncio: `async for msg in stream`, then `stream.result`
+    (or `await stream.wait()`)."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        thread_id: str,
+        run_id: str,
+        *,
+        after_seq: int = 0,
+        accepted: RunAccepted | None = None,
+        max_failures: int = 5,
+    ) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.accepted = accepted
+        self._client = client
+        self._state = StreamState(thread_id, run_id, after_seq, max_failures=max_failures)
+        self._gen = self._messages()
+
+    @property
+    def result(self) -> RunOutcome | None:
+        return cast("RunOutcome | None", self._state.result)
+
+    @property
+    def cursor(self) -> int:
+        return self._state.cursor
+
+    @property
+    def connections(self) -> int:
+        return self._state.connections
+
+    def __aiter__(self) -> AsyncRunStream:
+        return self
+
+    async def __anext__(self) -> StreamMessage:
+        return await self._gen.__anext__()
+
+    async def __aenter__(self) -> AsyncRunStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._gen.aclose()
+
+    async def wait(self) -> RunOutcome:
+        async for _ in self._gen:
+            pass
+        assert self.result is not None
+        return self.result
+
+    async def _messages(self) -> AsyncGenerator[StreamMessage, None]:
+        st = self._state
+        http = self._client.http
+        while True:
+            delay: float | None
+            try:
+                async with aconnect_sse(
+                    http, "GET", st.path, headers=st.request_headers(), timeout=self._client.stream_timeout
+                ) as source:
+                    if source.response.status_code != 200:
+                        await source.response.aread()  # the error body, for the typed error
+                    delay = st.connected(source.response)
+                    if delay is None:
+                        async for sse in source.aiter_sse():
+                            msg = st.feed(sse.data, sse.retry)
+                            if st.result is not None:
+                                return
+                            if msg is not None:
+                                yield msg
+                        delay = st.window_ended()
+            except httpx.TransportError as exc:
+                delay = st.broken(exc)
+            await asyncio.sleep(delay)
+
+
+class AsyncClient:
+    """The threads host API (asyncio). Same arguments, methods and errors as `Client`."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        stream_timeout: httpx.Timeout | float = STREAM_TIMEOUT,
+        retries: Retries | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url, self.token = resolve(base_url, token)
+        self.retries = retries or Retries()
+        self.stream_timeout = stream_timeout
+        self.http = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers(self.token), timeout=timeout, transport=transport
+        )
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def send(self, call: Call) -> Any:
+        return result(call, await self._send(call, call.path))
+
+    async def _send(self, call: Call, url: str | httpx.URL) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                resp = await self.http.request(call.method, url, **call.request_kwargs())
+            except httpx.TransportError as exc:
+                delay = retry_after_exception(call, attempt, exc, self.retries)
+                if delay is None:
+                    raise connection_failed(call, exc) from exc
+            else:
+                delay = retry_after_response(call, attempt, resp, self.retries)
+                if delay is None:
+                    return resp
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    # -------------------------------------------------------------- runs
+    async def start_run(
+        self,
+        agent: str,
+        input: _calls.Input,
+        *,
+        thread_id: str | None = None,
+        branch_id: str | None = None,
+        budget: dict[str, int] | None = None,
+        idempotency_key: str | None = None,
+    ) -> RunAccepted:
+        call = _calls.start_run(
+            agent,
+            input,
+            thread_id=thread_id,
+            branch_id=branch_id,
+            budget=budget,
+            idempotency_key=idempotency_key,
+        )
+        return cast(RunAccepted, await self.send(call))
+
+    async def run(
+        self,
+        agent: str,
+        input: _calls.Input,
+        *,
+        thread_id: str | None = None,
+        branch_id: str | None = None,
+        budget: dict[str, int] | None = None,
+        idempotency_key: str | None = None,
+    ) -> AsyncRunStream:
+        accepted = await self.start_run(
+            agent,
+            input,
+            thread_id=thread_id,
+            branch_id=branch_id,
+            budget=budget,
+            idempotency_key=idempotency_key,
+        )
+        return AsyncRunStream(self, accepted["thread_id"], accepted["run_id"], accepted=accepted)
+
+    def stream(
+        self, thread_id: str, run_id: str, *, after_seq: int = 0, format: Format = "native"
+    ) -> AsyncRunStream:
+        check_format(format)
+        return AsyncRunStream(self, thread_id, run_id, after_seq=after_seq)
+
+    # -------------------------------------------------------------- reading a thread
+    async def timeline_pages(
+        self,
+        thread_id: str,
+        branch_id: str | None = None,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[Timeline]:
+        call = _calls.timeline(thread_id, branch_id, after_seq=after_seq, limit=limit)
+        url: httpx.URL | None = self.http.build_request("GET", call.path, params=call.params).url
+        call.params = {}
+        while url is not None:
+            resp = await self._send(call, url)
+            yield cast(Timeline, result(call, resp))
+            url = next_page(resp, url)
+
+    async def timeline(
+        self,
+        thread_id: str,
+        branch_id: str | None = None,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> Timeline:
+        out: Timeline | None = None
+        async for page in self.timeline_pages(thread_id, branch_id, after_seq=after_seq, limit=limit):
+            if out is None:
+                out = page
+            else:
+                out["entries"].extend(page["entries"])
+        assert out is not None
+        return out
+
+    async def branches(self, thread_id: str) -> list[BranchInfo]:
+        return cast("list[BranchInfo]", await self.send(_calls.branches(thread_id)))
+
+    async def fork_points(self, thread_id: str, branch_id: str | None = None) -> list[ForkPoint]:
+        return cast("list[ForkPoint]", await self.send(_calls.fork_points(thread_id, branch_id)))
+
+    async def approvals(self, thread_id: str, branch_id: str | None = None) -> list[PendingApproval]:
+        return cast("list[PendingApproval]", await self.send(_calls.approvals(thread_id, branch_id)))
+
+    async def openapi(self) -> dict[str, Any]:
+        return cast("dict[str, Any]", await self.send(_calls.openapi()))
+
+    # -------------------------------------------------------------- controls
+    async def fork(
+        self,
+        thread_id: str,
+        event_id: str,
+        *,
+        branch_id: str | None = None,
+        mode: Literal["live", "stub"] | None = None,
+        knowledge: Literal["pinned", "current"] | None = None,
+    ) -> BranchRef:
+        call = _calls.fork(thread_id, event_id, branch_id=branch_id, mode=mode, knowledge=knowledge)
+        return cast(BranchRef, await self.send(call))
+
+    async def decide(
+        self,
+        thread_id: str,
+        challenge_id: str,
+        decision: Literal["grant", "deny"],
+        *,
+        remember_rule: str | None = None,
+        reason: str | None = None,
+    ) -> Appended:
+        call = _calls.decide(thread_id, challenge_id, decision, remember_rule=remember_rule, reason=reason)
+        return cast(Appended, await self.send(call))
+
+    async def approve(
+        self,
+        thread_id: str,
+        challenge_id: str,
+        *,
+        remember_rule: str | None = None,
+        reason: str | None = None,
+    ) -> Appended:
+        return await self.decide(thread_id, challenge_id, "grant", remember_rule=remember_rule, reason=reason)
+
+    async def deny(self, thread_id: str, challenge_id: str, *, reason: str | None = None) -> Appended:
+        return await self.decide(thread_id, challenge_id, "deny", reason=reason)
+
+    async def answer(
+        self, thread_id: str, call_id: str, answer: str | Sequence[str], *, branch_id: str | None = None
+    ) -> Appended:
+        return cast(Appended, await self.send(_calls.answer(thread_id, call_id, answer, branch_id=branch_id)))
+
+    async def resolve_parked(
+        self,
+        thread_id: str,
+        effect_key: str,
+        resolution: Literal["assume_done", "assume_not_done"],
+        *,
+        branch_id: str | None = None,
+    ) -> Appended:
+        call = _calls.resolve_parked(thread_id, effect_key, resolution, branch_id=branch_id)
+        return cast(Appended, await self.send(call))
+
+    async def cancel(self, thread_id: str, branch_id: str | None = None) -> Appended:
+        return cast(Appended, await self.send(_calls.cancel(thread_id, branch_id)))
+
+    async def set_model(
+        self,
+        thread_id: str,
+        model: dict[str, str],
+        *,
+        model_params: dict[str, Any] | None = None,
+        reasoning_carryover: Literal["keep", "omit_prior"] | None = None,
+        branch_id: str | None = None,
+    ) -> Appended:
+        call = _calls.set_model(
+            thread_id,
+            model,
+            model_params=model_params,
+            reasoning_carryover=reasoning_carryover,
+            branch_id=branch_id,
+        )
+        return cast(Appended, await self.send(call))
+
+    async def set_mode(self, thread_id: str, mode: str, *, branch_id: str | None = None) -> Appended:
+        return cast(Appended, await self.send(_calls.set_mode(thread_id, mode, branch_id=branch_id)))
+
+    # -------------------------------------------------------------- pending: listing (issue 13 §1)
+    async def threads(self, *, limit: int | None = None) -> Any:
+        return await self.send(_calls.threads(limit=limit))
+
+    async def thread(self, thread_id: str) -> Any:
+        return await self.send(_calls.thread(thread_id))
+
+    async def has_operation(self, operation_id: str) -> bool:
+        doc = await self.openapi()
+        return any(
+            isinstance(op, dict) and op.get("operationId") == operation_id
+            for item in doc.get("paths", {}).values()
+            for op in item.values()
+        )

@@ -1,0 +1,377 @@
+"""`Client`: the host API over `httpx.Client` (see `_core` for retries and stream resume)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Iterator, Sequence
+from typing import Any, Literal, cast
+
+import httpx
+from httpx_sse import connect_sse
+
+from . import _calls
+from ._core import (
+    DEFAULT_TIMEOUT,
+    STREAM_TIMEOUT,
+    Call,
+    Format,
+    Retries,
+    StreamState,
+    check_format,
+    connection_failed,
+    headers,
+    next_page,
+    resolve,
+    result,
+    retry_after_exception,
+    retry_after_response,
+)
+from .types import (
+    Appended,
+    BranchInfo,
+    BranchRef,
+    ForkPoint,
+    PendingApproval,
+    RunAccepted,
+    RunOutcome,
+    StreamMessage,
+    Timeline,
+)
+
+
+class RunStream(Iterator[StreamMessage]):
+    """A run's messages (`event`, `delta`, `status`) until its result; reconnects by itself.
+
+        for msg in client.stream(thread_id, run_id):
+            ...
+        outcome = stream.result          # the RunOutcome (also `stream.wait()`)
+
+    Iterating ends when the `result` message arrives (it is not yielded: it is `result`).
+    Inside a generator, `outcome = yield from stream` gives the outcome too. `close()` (or
+    leaving a `with` block) drops the connection; `cursor` is the last event seq delivered,
+    the `after_seq` to follow on later."""
+
+    def __init__(
+        self,
+        client: Client,
+        thread_id: str,
+        run_id: str,
+        *,
+        after_seq: int = 0,
+        accepted: RunAccepted | None = None,
+        max_failures: int = 5,
+    ) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.accepted = accepted
+        self._client = client
+        self._state = StreamState(thread_id, run_id, after_seq, max_failures=max_failures)
+        self._gen = self._messages()
+
+    @property
+    def result(self) -> RunOutcome | None:
+        return cast("RunOutcome | None", self._state.result)
+
+    @property
+    def cursor(self) -> int:
+        return self._state.cursor
+
+    @property
+    def connections(self) -> int:
+        return self._state.connections
+
+    def __iter__(self) -> Generator[StreamMessage, None, RunOutcome]:
+        return self._gen
+
+    def __next__(self) -> StreamMessage:
+        return next(self._gen)
+
+    def __enter__(self) -> RunStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._gen.close()
+
+    def wait(self) -> RunOutcome:
+        """Read to the end; the RunOutcome."""
+        for _ in self._gen:
+            pass
+        assert self.result is not None
+        return self.result
+
+    def _messages(self) -> Generator[StreamMessage, None, RunOutcome]:
+        st = self._state
+        http = self._client.http
+        while True:
+            delay: float | None
+            try:
+                with connect_sse(
+                    http, "GET", st.path, headers=st.request_headers(), timeout=self._client.stream_timeout
+                ) as source:
+                    if source.response.status_code != 200:
+                        source.response.read()  # the error body, for the typed error
+                    delay = st.connected(source.response)
+                    if delay is None:
+                        for sse in source.iter_sse():
+                            msg = st.feed(sse.data, sse.retry)
+                            if st.result is not None:
+                                return cast("RunOutcome", st.result)
+                            if msg is not None:
+                                yield msg
+                        delay = st.window_ended()
+            except httpx.TransportError as exc:
+                delay = st.broken(exc)
+            time.sleep(delay)
+
+
+class Client:
+    """The threads host API (sync). `base_url`/`token` default to $THREADS_URL/$THREADS_TOKEN,
+    else the local host (`threads-aws dev`) and its dev token. Every method raises a
+    `ThreadsError` subclass per contract error code (see `threads_aws.client.errors`)."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        stream_timeout: httpx.Timeout | float = STREAM_TIMEOUT,
+        retries: Retries | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url, self.token = resolve(base_url, token)
+        self.retries = retries or Retries()
+        self.stream_timeout = stream_timeout
+        self.http = httpx.Client(
+            base_url=self.base_url, headers=headers(self.token), timeout=timeout, transport=transport
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, call: Call) -> Any:
+        """Send one call with its retries; the decoded success body, or a typed error."""
+        return result(call, self._send(call, call.path))
+
+    def _send(self, call: Call, url: str | httpx.URL) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                resp = self.http.request(call.method, url, **call.request_kwargs())
+            except httpx.TransportError as exc:
+                delay = retry_after_exception(call, attempt, exc, self.retries)
+                if delay is None:
+                    raise connection_failed(call, exc) from exc
+            else:
+                delay = retry_after_response(call, attempt, resp, self.retries)
+                if delay is None:
+                    return resp
+            attempt += 1
+            time.sleep(delay)
+
+    # -------------------------------------------------------------- runs
+    def start_run(
+        self,
+        agent: str,
+        input: _calls.Input,
+        *,
+        thread_id: str | None = None,
+        branch_id: str | None = None,
+        budget: dict[str, int] | None = None,
+        idempotency_key: str | None = None,
+    ) -> RunAccepted:
+        """Start a run (a new thread unless `thread_id`). The Idempotency-Key is generated unless
+        given; retries reuse it, and a failure carries it as `error.idempotency_key`."""
+        call = _calls.start_run(
+            agent,
+            input,
+            thread_id=thread_id,
+            branch_id=branch_id,
+            budget=budget,
+            idempotency_key=idempotency_key,
+        )
+        return cast(RunAccepted, self.send(call))
+
+    def run(
+        self,
+        agent: str,
+        input: _calls.Input,
+        *,
+        thread_id: str | None = None,
+        branch_id: str | None = None,
+        budget: dict[str, int] | None = None,
+        idempotency_key: str | None = None,
+    ) -> RunStream:
+        """Start a run and follow it: the stream (its `accepted` is the receipt)."""
+        accepted = self.start_run(
+            agent,
+            input,
+            thread_id=thread_id,
+            branch_id=branch_id,
+            budget=budget,
+            idempotency_key=idempotency_key,
+        )
+        return RunStream(self, accepted["thread_id"], accepted["run_id"], accepted=accepted)
+
+    def stream(
+        self, thread_id: str, run_id: str, *, after_seq: int = 0, format: Format = "native"
+    ) -> RunStream:
+        """Follow a run from after `after_seq` (0: from its start) to its result."""
+        check_format(format)
+        return RunStream(self, thread_id, run_id, after_seq=after_seq)
+
+    # -------------------------------------------------------------- reading a thread
+    def timeline_pages(
+        self,
+        thread_id: str,
+        branch_id: str | None = None,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Timeline]:
+        """The timeline page by page, following `Link: rel="next"` (a host without paging
+        answers one page: the whole timeline)."""
+        call = _calls.timeline(thread_id, branch_id, after_seq=after_seq, limit=limit)
+        url: httpx.URL | None = self.http.build_request("GET", call.path, params=call.params).url
+        call.params = {}
+        while url is not None:
+            resp = self._send(call, url)
+            yield cast(Timeline, result(call, resp))
+            url = next_page(resp, url)
+
+    def timeline(
+        self,
+        thread_id: str,
+        branch_id: str | None = None,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> Timeline:
+        """The whole timeline after `after_seq` (every page; `limit` sizes the pages)."""
+        out: Timeline | None = None
+        for page in self.timeline_pages(thread_id, branch_id, after_seq=after_seq, limit=limit):
+            if out is None:
+                out = page
+            else:
+                out["entries"].extend(page["entries"])
+        assert out is not None
+        return out
+
+    def branches(self, thread_id: str) -> list[BranchInfo]:
+        return cast("list[BranchInfo]", self.send(_calls.branches(thread_id)))
+
+    def fork_points(self, thread_id: str, branch_id: str | None = None) -> list[ForkPoint]:
+        return cast("list[ForkPoint]", self.send(_calls.fork_points(thread_id, branch_id)))
+
+    def approvals(self, thread_id: str, branch_id: str | None = None) -> list[PendingApproval]:
+        return cast("list[PendingApproval]", self.send(_calls.approvals(thread_id, branch_id)))
+
+    def openapi(self) -> dict[str, Any]:
+        return cast("dict[str, Any]", self.send(_calls.openapi()))
+
+    # -------------------------------------------------------------- controls
+    def fork(
+        self,
+        thread_id: str,
+        event_id: str,
+        *,
+        branch_id: str | None = None,
+        mode: Literal["live", "stub"] | None = None,
+        knowledge: Literal["pinned", "current"] | None = None,
+    ) -> BranchRef:
+        call = _calls.fork(thread_id, event_id, branch_id=branch_id, mode=mode, knowledge=knowledge)
+        return cast(BranchRef, self.send(call))
+
+    def decide(
+        self,
+        thread_id: str,
+        challenge_id: str,
+        decision: Literal["grant", "deny"],
+        *,
+        remember_rule: str | None = None,
+        reason: str | None = None,
+    ) -> Appended:
+        call = _calls.decide(thread_id, challenge_id, decision, remember_rule=remember_rule, reason=reason)
+        return cast(Appended, self.send(call))
+
+    def approve(
+        self,
+        thread_id: str,
+        challenge_id: str,
+        *,
+        remember_rule: str | None = None,
+        reason: str | None = None,
+    ) -> Appended:
+        """Grant; `remember_rule` (one of the challenge's suggested_rules) is kept for the thread."""
+        return self.decide(thread_id, challenge_id, "grant", remember_rule=remember_rule, reason=reason)
+
+    def deny(self, thread_id: str, challenge_id: str, *, reason: str | None = None) -> Appended:
+        return self.decide(thread_id, challenge_id, "deny", reason=reason)
+
+    def answer(
+        self, thread_id: str, call_id: str, answer: str | Sequence[str], *, branch_id: str | None = None
+    ) -> Appended:
+        return cast(Appended, self.send(_calls.answer(thread_id, call_id, answer, branch_id=branch_id)))
+
+    def resolve_parked(
+        self,
+        thread_id: str,
+        effect_key: str,
+        resolution: Literal["assume_done", "assume_not_done"],
+        *,
+        branch_id: str | None = None,
+    ) -> Appended:
+        call = _calls.resolve_parked(thread_id, effect_key, resolution, branch_id=branch_id)
+        return cast(Appended, self.send(call))
+
+    def cancel(self, thread_id: str, branch_id: str | None = None) -> Appended:
+        return cast(Appended, self.send(_calls.cancel(thread_id, branch_id)))
+
+    def set_model(
+        self,
+        thread_id: str,
+        model: dict[str, str],
+        *,
+        model_params: dict[str, Any] | None = None,
+        reasoning_carryover: Literal["keep", "omit_prior"] | None = None,
+        branch_id: str | None = None,
+    ) -> Appended:
+        call = _calls.set_model(
+            thread_id,
+            model,
+            model_params=model_params,
+            reasoning_carryover=reasoning_carryover,
+            branch_id=branch_id,
+        )
+        return cast(Appended, self.send(call))
+
+    def set_mode(self, thread_id: str, mode: str, *, branch_id: str | None = None) -> Appended:
+        return cast(Appended, self.send(_calls.set_mode(thread_id, mode, branch_id=branch_id)))
+
+    # -------------------------------------------------------------- pending: listing (issue 13 §1)
+    def threads(self, *, limit: int | None = None) -> Any:
+        """The tenant's threads (GET /v1/threads). Pending: a host without the listing routes
+        answers `NotFoundError` (see `has_operation("listThreads")`)."""
+        return self.send(_calls.threads(limit=limit))
+
+    def thread(self, thread_id: str) -> Any:
+        """One thread's summary (GET /v1/threads/{thread_id}). Pending, like `threads`."""
+        return self.send(_calls.thread(thread_id))
+
+    def has_operation(self, operation_id: str) -> bool:
+        """Whether the host's served contract has this operationId."""
+        doc = self.openapi()
+        return any(
+            isinstance(op, dict) and op.get("operationId") == operation_id
+            for item in doc.get("paths", {}).values()
+            for op in item.values()
+        )

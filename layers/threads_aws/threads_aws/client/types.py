@@ -1,0 +1,219 @@
+"""The contract's wire shapes as TypedDicts (openapi.json `components.schemas`; a test checks
+each one's required and optional keys against the served contract).
+
+Results are the decoded JSON as the host sent it: plain dicts and lists, typed for readers and
+type checkers, with nothing copied or renamed. Events stay open (`data` is per event type; the
+contract has ~60 of them): read `event["type"]` and then `event["data"]`.
+"""
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+JsonObject = dict[str, Any]
+
+
+class Principal(TypedDict):
+    issuer: str
+    tenant: str
+    subject: str
+
+
+class Actor(TypedDict):
+    kind: Literal["user", "model", "host", "tool", "channel", "scheduler", "approver", "recovery"]
+    principal: NotRequired[Principal]
+
+
+class Event(TypedDict):
+    """events_Envelope + the event type's `type`, `type_version`, `critical` and `data`."""
+
+    seq: int
+    event_id: str
+    thread_id: str
+    branch_id: str
+    epoch: int
+    type: str
+    type_version: int
+    critical: bool
+    time: int
+    actor: Actor
+    prev_hash: str
+    data: JsonObject
+
+
+class ModelRef(TypedDict):
+    provider: str
+    name: str
+
+
+class RunAccepted(TypedDict):
+    """POST /v1/runs: the user_input is durable; run_id is its event_id."""
+
+    thread_id: str
+    branch_id: str
+    run_id: str
+
+
+class BranchRef(TypedDict):
+    thread_id: str
+    branch_id: str
+
+
+class Appended(TypedDict):
+    """A control operation's durable record."""
+
+    event_id: str
+
+
+class BranchInfo(TypedDict):
+    branch_id: str
+    parent_branch_id: NotRequired[str]
+    fork_at_seq: NotRequired[int]
+    mode: Literal["live", "stub"]
+    runnable: bool
+
+
+class ForkPoint(TypedDict):
+    branch_id: str
+    seq: int
+    event_id: str  # the snapshot event: what fork() takes
+    snapshot: JsonObject
+
+
+class PendingApproval(TypedDict):
+    challenge_id: str
+    call_id: str
+    tool: str
+    input: JsonObject
+    args_hash: str
+    expires_at: int
+    suggested_rules: list[str]
+
+
+class TimelineEntry(TypedDict):
+    event: Event
+    fork_point: bool
+
+
+class Timeline(TypedDict):
+    thread_id: str
+    branch_id: str
+    entries: list[TimelineEntry]
+
+
+# ------------------------------------------------------------------ RunOutcome (oneOf by status)
+class ParkAddress(TypedDict):
+    kind: Literal["approval", "effect", "input", "resource", "child"]
+    id: str
+
+
+class RunError(TypedDict):
+    code: str  # a RunErrorCode
+    message: str
+
+
+class Completed(TypedDict):
+    status: Literal["completed"]
+    thread_id: str
+    branch_id: str
+    output: Any
+
+
+class Parked(TypedDict):
+    status: Literal["parked"]
+    thread_id: str
+    branch_id: str
+    reason: Literal["awaiting_approval", "effect_unknown", "awaiting_input", "awaiting_resource"]
+    pending: list[ParkAddress]
+
+
+class Cancelled(TypedDict):
+    status: Literal["cancelled"]
+    thread_id: str
+    branch_id: str
+
+
+class Failed(TypedDict):
+    status: Literal["failed"]
+    thread_id: str
+    branch_id: str
+    error: RunError
+
+
+class BudgetExhausted(TypedDict):
+    status: Literal["budget_exhausted"]
+    thread_id: str
+    branch_id: str
+    budget: JsonObject
+
+
+class HandedOff(TypedDict):
+    status: Literal["handed_off"]
+    thread_id: str
+    branch_id: str
+    to_thread_id: str
+
+
+RunOutcome = Completed | Parked | Cancelled | Failed | BudgetExhausted | HandedOff
+
+
+# ------------------------------------------------------------------ SseMessage
+class EventMessage(TypedDict):
+    """A committed log event (durable); its SSE id is the event's seq."""
+
+    kind: Literal["event"]
+    event: Event
+
+
+class DeltaMessage(TypedDict):
+    """Streamed model text (transient, never logged)."""
+
+    kind: Literal["delta"]
+    request_event_id: str
+    text: str
+
+
+class StatusMessage(TypedDict):
+    """The run waits to retry a model call until `until` (epoch ms; transient)."""
+
+    kind: Literal["status"]
+    status: Literal["retry_wait"]
+    until: int
+
+
+class ResultMessage(TypedDict):
+    kind: Literal["result"]
+    run_id: str
+    result: RunOutcome
+
+
+StreamMessage = EventMessage | DeltaMessage | StatusMessage
+
+# The contract schema each TypedDict mirrors (tests compare their keys).
+SCHEMAS: dict[str, type] = {
+    "RunAccepted": RunAccepted,
+    "BranchRef": BranchRef,
+    "Appended": Appended,
+    "BranchInfo": BranchInfo,
+    "ForkPoint": ForkPoint,
+    "PendingApproval": PendingApproval,
+    "TimelineEntry": TimelineEntry,
+    "Timeline": Timeline,
+    "events_Envelope": Event,
+    "events_Actor": Actor,
+    "events_Principal": Principal,
+    "events_ModelRef": ModelRef,
+    "events_ParkAddress": ParkAddress,
+}
+OUTCOMES: dict[str, type] = {
+    "completed": Completed,
+    "parked": Parked,
+    "cancelled": Cancelled,
+    "failed": Failed,
+    "budget_exhausted": BudgetExhausted,
+    "handed_off": HandedOff,
+}
+MESSAGES: dict[str, type] = {
+    "event": EventMessage,
+    "delta": DeltaMessage,
+    "status": StatusMessage,
+    "result": ResultMessage,
+}
