@@ -1,4 +1,6 @@
-"""`threads-aws` command line: inspect, verify and move branch exports (semantics.md §1).
+"""`threads-aws` command line: inspect, verify and move branch exports (semantics.md §1); the
+local host (`dev`, local/command.py); API keys (`keys`); and the commands for people against a
+host (`run`, `follow`, `show`, `approve`, ...: terminal/commands.py, exit codes in terminal/).
 
     threads-aws log verify FILE [--now MS] [--artifacts DIR]
     threads-aws log reduce FILE [--projections] [--now MS] [--artifacts DIR]
@@ -384,10 +386,14 @@ _VERIFY_ARTIFACTS = (
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
-        description="The threads host on AWS: tools for branch exports (JSONL).",
-        epilog="exit status: 0 ok, 1 log refused (error <code> at seq <seq>), 2 usage/I/O/store, 3 internal",
+        description="The threads host on AWS: run and follow agent runs, approve, answer, inspect "
+        "threads (run, follow, show, approve, ...: `threads-aws run --help`); tools for branch "
+        "exports (log); the local host (dev); API keys (keys).",
+        epilog="exit status: 0 ok, 1 log refused (error <code> at seq <seq>) or refused by the host, "
+        "2 usage/I/O/store, 3 internal; host commands also: 4 host unreachable, 5 not served, "
+        "10 run failed, 11 parked, 12 cancelled, 13 budget exhausted, 14 handed off, 130 interrupted",
     )
-    top = parser.add_subparsers(dest="group", metavar="{log}", parser_class=_Parser)
+    top = parser.add_subparsers(dest="group", metavar="COMMAND", parser_class=_Parser)
     top.required = True
     log = top.add_parser("log", help="verify, reduce, export, import and render branch exports")
     sub = log.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -451,6 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .host.cli_keys import add_keys_parser
 
     add_keys_parser(top)
+    from .terminal.commands import add_people_parsers
+
+    add_people_parsers(top)
     return parser
 
 
