@@ -146,6 +146,17 @@ def test_reads_settings_mode_cancel_and_fork_errors(client: Client):
     assert client.timeline(t)["entries"][-1]["event"]["type"] == "cancel_requested"
 
 
+def test_timeline_pages_follow_link_next(client: Client):
+    _, outcome = settle(client, "todo: a; b; c")
+    t = outcome["thread_id"]
+    whole = client.timeline(t)
+    pages = list(client.timeline_pages(t, limit=3))
+    assert len(pages) == -(-len(whole["entries"]) // 3) and all(len(p["entries"]) <= 3 for p in pages)
+    assert client.timeline(t, limit=3) == whole  # every page, in order, nothing twice
+    tail = client.timeline(t, after_seq=5)
+    assert [e["event"]["seq"] for e in tail["entries"]] == [e["event"]["seq"] for e in whole["entries"]][5:]
+
+
 def test_errors_of_auth_tenancy_and_size(client: Client, url: str):
     _, outcome = settle(client, "hello")
     t = outcome["thread_id"]
