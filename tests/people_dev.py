@@ -3,8 +3,9 @@ use, stopped at exit): starting one takes seconds, and the three only create the
 
 Its preload makes the run subscription's windows short (SSE_WAIT_MS 300 ms, retry 150 ms), so a
 run of a second or two spans several windows and every follower must resume with Last-Event-ID;
-and the demo model holds a request whose text contains `[hold]` until the test calls
-`release(branch_id)` (or 15 s pass), so a run is reliably still working while a test acts.
+the demo model holds a request whose text contains `[hold]` until the test calls
+`release(branch_id)` (or 15 s pass), so a run is reliably still working while a test acts; and
+`pick: <question> | a, b` (`picks:` for several) asks a question with options.
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ class HoldingDemo(models.DemoModel):
         return super().complete(
             request, settings=settings, request_event_id=request_event_id, branch_id=branch_id
         )
+
+    @staticmethod
+    def _tool_use(text):
+        # `pick: <question> | a, b` asks with options; `picks:` lets several be chosen.
+        head, sep, rest = text.partition(":")
+        if sep and head.strip() in ("pick", "picks") and "|" in rest:
+            question, _, options = rest.partition("|")
+            args = {{"question": question.strip(), "options": [o.strip() for o in options.split(",")]}}
+            if head.strip() == "picks":
+                args["multi_select"] = True
+            return "ask_user", args
+        return models.DemoModel._tool_use(text)
 
 
 models.register_adapter("demo", HoldingDemo)

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pexpect
 import pytest
@@ -79,6 +80,26 @@ def test_run_asks_a_question_answered_at_the_prompt(env):
     child.sendline("tea")
     code, text = finish(child)
     assert code == 0 and "Done: tea" in text
+
+
+def test_a_question_with_options_is_answered_by_number(env):
+    child = spawn(env, "run", "pick: tea or coffee? | Tea, Coffee")
+    child.expect("\\) Tea")
+    child.expect("\\) Coffee")
+    child.expect("a number")
+    child.sendline("3")  # not offered: asked again
+    child.expect("pick from 1..2")
+    child.sendline("2")
+    code, text = finish(child)
+    assert code == 0 and "Done: Coffee" in text
+
+
+def test_a_multi_select_question_takes_several(env):
+    child = spawn(env, "run", "picks: which days? | mon, tue, wed")
+    child.expect("comma-separated")
+    child.sendline("1, wed")
+    code, text = finish(child)
+    assert code == 0 and "Done: mon" in text
 
 
 def test_remember_keeps_the_rule_and_the_next_run_needs_no_approval(env):
@@ -185,8 +206,10 @@ def test_show_cancel_fork_and_export_verified(env, tmp_path):
 
     store_env = people_dev().env
     target = tmp_path / "thread.jsonl"
-    exported = cli(env, "export", thread, "-o", str(target), extra_env=store_env)
+    exported = cli(env, "export", thread, "-o", str(target), "--json", extra_env=store_env)
     assert exported.returncode == 0, exported.stderr
+    summary = json.loads(exported.stdout)
+    assert summary["thread_id"] == thread and summary["bytes"] == target.stat().st_size > 0
     verified = cli(env, "log", "verify", str(target))
     assert verified.returncode == 0 and verified.stdout.startswith("ok "), verified.stderr
     last_seq = timeline["entries"][-1]["event"]["seq"]
@@ -213,3 +236,44 @@ def test_people_commands_start_fast_without_the_client_loaded(env):
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------ the live view, message by message
+def test_run_view_streams_text_and_tracks_tool_rows():
+    from rich.console import Console
+    from threads_aws.terminal.live import RunView
+
+    view = RunView()
+
+    def ev(type_: str, **data: Any) -> dict[str, Any]:
+        return {"kind": "event", "event": {"type": type_, "branch_id": "b", "data": data}}
+
+    def text(lines: list[Any]) -> str:
+        console = Console(width=100, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+        for line in lines:
+            console.print(line)
+        return console.export_text()
+
+    assert "hi there" in text(view.apply(ev("user_input", text="hi there")))
+    view.apply(ev("model_request", attempt=2))
+    assert view.phase == "model is working (attempt 2)"
+    view.apply({"kind": "delta", "request_event_id": "q", "text": "Hel"})
+    view.apply({"kind": "delta", "request_event_id": "q", "text": "lo"})
+    assert view.buffer == "Hello" and "Hello" in text([view])
+    out = view.apply(ev("model_response", content=[{"type": "text", "text": "Hello!"}]))
+    assert view.buffer == "" and view.phase is None and text(out).strip() == "Hello!"
+    view.apply(ev("tool_call", call_id="c1", name="note", input={"text": "milk"}))
+    view.apply(ev("permission_decision", call_id="c1", decision="ask", source="policy"))
+    view.apply(ev("approval_requested", call_id="c1"))
+    assert 'note(text="milk")  waiting for approval' in text([view])
+    view.apply(ev("approval_granted", call_id="c1"))
+    view.apply(ev("effect_begin", call_id="c1"))
+    assert view.rows["c1"].status == "running"
+    done = view.apply(ev("tool_result", call_id="c1", is_error=False, preview="stored note 1"))
+    assert "c1" not in view.rows and '✓ note(text="milk")  stored note 1' in text(done)
+    todos = view.apply(
+        ev("todos_updated", call_id="c2", todos=[{"id": "1", "content": "a", "status": "completed"}])
+    )
+    assert "☑ a" in text(todos)
+    view.apply({"kind": "status", "status": "retry_wait", "until": 1})
+    assert view.phase and "retry" in view.phase

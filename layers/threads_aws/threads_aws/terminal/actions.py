@@ -7,6 +7,7 @@ person (rich) or, with --json, one JSON document per line for scripts, and retur
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -311,10 +312,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     ns = argparse.Namespace(branch=branch, output=args.output)
     try:
-        return _export_from_store(ns)
+        code = _export_from_store(ns)
     except CliError as exc:
         raise Refused(
             f"export reads the store ({exc.message}); the host API has no export route: set the "
             "`store:` environment that `threads-aws dev` prints (or the deployed tables' names)",
             EXIT_USAGE,
         ) from None
+    if args.json and args.output not in (None, "-"):  # on stdout the JSONL is the output itself
+        summary = {"thread_id": args.thread, "branch_id": branch, "output": args.output}
+        print_json(console_of(args), {**summary, "bytes": os.path.getsize(args.output)})
+    return int(code)
