@@ -260,6 +260,18 @@ def test_timeline_follows_link_next_relative_to_the_request():
     ]
 
 
+def test_fork_points_follow_link_next():
+    point = lambda seq: {"branch_id": "b", "seq": seq, "event_id": f"e{seq}", "snapshot": {}}  # noqa: E731
+    link = {"Link": '<fork-points?after_seq=3&limit=1>; rel="next"'}
+    transport, seen = canned(
+        httpx.Response(200, json=[point(3)], headers=link),
+        httpx.Response(200, json=[point(9)]),
+    )
+    with Client("http://h", "k", transport=transport) as c:
+        assert [p["seq"] for p in c.fork_points("t", "b", limit=1)] == [3, 9]
+    assert str(seen[1].url) == "http://h/v1/threads/t/fork-points?after_seq=3&limit=1"
+
+
 def test_async_timeline_pages_and_a_link_to_itself_stops():
     async def main() -> list[int]:
         def handle(request: httpx.Request) -> httpx.Response:

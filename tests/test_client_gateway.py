@@ -134,16 +134,20 @@ def test_reads_settings_mode_cancel_and_fork_errors(client: Client):
         client.set_mode(t, "bypass")  # the demo agent does not allow bypass
     with pytest.raises(InvalidRequestError):
         client.set_mode(t, "sideways")
-    assert set(client.set_mode(t, "plan")) == {"event_id"}
+    mode = client.set_mode(t, "plan")
+    assert set(mode) == {"event_id"}
     with pytest.raises(InvalidRequestError):
         client.set_model(t, {"provider": "demo", "name": "not-in-the-agent"})
-    assert set(client.set_model(t, {"provider": "demo", "name": "demo-1"})) == {"event_id"}
+    model = client.set_model(t, {"provider": "demo", "name": "demo-1"})
+    assert set(model) == {"event_id"}
     with pytest.raises(NotParkedError):
         client.resolve_parked(t, f"{outcome['branch_id']}:call_x", "assume_done")
-    types = [e["event"]["type"] for e in client.timeline(t)["entries"]]
-    assert types[-2:] == ["mode_changed", "settings_changed"]
-    assert set(client.cancel(t)) == {"event_id"}
-    assert client.timeline(t)["entries"][-1]["event"]["type"] == "cancel_requested"
+    recorded = {e["event"]["event_id"]: e["event"]["type"] for e in client.timeline(t)["entries"]}
+    assert (recorded[mode["event_id"]], recorded[model["event_id"]]) == ("mode_changed", "settings_changed")
+    appended = client.cancel(t)
+    assert set(appended) == {"event_id"}
+    recorded = {e["event"]["event_id"]: e["event"]["type"] for e in client.timeline(t)["entries"]}
+    assert recorded[appended["event_id"]] == "cancel_requested"
 
 
 def test_timeline_pages_follow_link_next(client: Client):

@@ -49,9 +49,13 @@ def branches(thread_id: str) -> Call:
     return Call.get(_thread(thread_id, "/branches"))
 
 
-def fork_points(thread_id: str, branch_id: str | None = None) -> Call:
-    """listForkPoints: GET …/fork-points."""
-    return Call.get(_thread(thread_id, "/fork-points"), {"branch_id": branch_id})
+def fork_points(
+    thread_id: str, branch_id: str | None = None, *, after_seq: int | None = None, limit: int | None = None
+) -> Call:
+    """listForkPoints: GET …/fork-points (a page; `Link: rel="next"` names the next)."""
+    return Call.get(
+        _thread(thread_id, "/fork-points"), {"branch_id": branch_id, "after_seq": after_seq, "limit": limit}
+    )
 
 
 def fork(

@@ -215,7 +215,15 @@ class AsyncClient:
         return AsyncRunStream(self, thread_id, run_id, after_seq=after_seq)
 
     # -------------------------------------------------------------- reading a thread
-    async def timeline_pages(
+    async def pages(self, call: Call) -> AsyncIterator[Any]:
+        url: httpx.URL | None = self.http.build_request("GET", call.path, params=call.params).url
+        call.params = {}
+        while url is not None:
+            resp = await self._send(call, url)
+            yield result(call, resp)
+            url = next_page(resp, url)
+
+    def timeline_pages(
         self,
         thread_id: str,
         branch_id: str | None = None,
@@ -223,13 +231,10 @@ class AsyncClient:
         after_seq: int | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[Timeline]:
-        call = _calls.timeline(thread_id, branch_id, after_seq=after_seq, limit=limit)
-        url: httpx.URL | None = self.http.build_request("GET", call.path, params=call.params).url
-        call.params = {}
-        while url is not None:
-            resp = await self._send(call, url)
-            yield cast(Timeline, result(call, resp))
-            url = next_page(resp, url)
+        return cast(
+            "AsyncIterator[Timeline]",
+            self.pages(_calls.timeline(thread_id, branch_id, after_seq=after_seq, limit=limit)),
+        )
 
     async def timeline(
         self,
@@ -251,8 +256,16 @@ class AsyncClient:
     async def branches(self, thread_id: str) -> list[BranchInfo]:
         return cast("list[BranchInfo]", await self.send(_calls.branches(thread_id)))
 
-    async def fork_points(self, thread_id: str, branch_id: str | None = None) -> list[ForkPoint]:
-        return cast("list[ForkPoint]", await self.send(_calls.fork_points(thread_id, branch_id)))
+    async def fork_points(
+        self,
+        thread_id: str,
+        branch_id: str | None = None,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[ForkPoint]:
+        call = _calls.fork_points(thread_id, branch_id, after_seq=after_seq, limit=limit)
+        return [point async for page in self.pages(call) for point in page]
 
     async def approvals(self, thread_id: str, branch_id: str | None = None) -> list[PendingApproval]:
         return cast("list[PendingApproval]", await self.send(_calls.approvals(thread_id, branch_id)))

@@ -230,6 +230,16 @@ class Client:
         return RunStream(self, thread_id, run_id, after_seq=after_seq)
 
     # -------------------------------------------------------------- reading a thread
+    def pages(self, call: Call) -> Iterator[Any]:
+        """Each page of a paged GET, following `Link: rel="next"` (a host that does not page
+        answers one page: everything)."""
+        url: httpx.URL | None = self.http.build_request("GET", call.path, params=call.params).url
+        call.params = {}
+        while url is not None:
+            resp = self._send(call, url)
+            yield result(call, resp)
+            url = next_page(resp, url)
+
     def timeline_pages(
         self,
         thread_id: str,
@@ -238,15 +248,11 @@ class Client:
         after_seq: int | None = None,
         limit: int | None = None,
     ) -> Iterator[Timeline]:
-        """The timeline page by page, following `Link: rel="next"` (a host without paging
-        answers one page: the whole timeline)."""
-        call = _calls.timeline(thread_id, branch_id, after_seq=after_seq, limit=limit)
-        url: httpx.URL | None = self.http.build_request("GET", call.path, params=call.params).url
-        call.params = {}
-        while url is not None:
-            resp = self._send(call, url)
-            yield cast(Timeline, result(call, resp))
-            url = next_page(resp, url)
+        """The timeline page by page (`limit` entries at most per page)."""
+        return cast(
+            "Iterator[Timeline]",
+            self.pages(_calls.timeline(thread_id, branch_id, after_seq=after_seq, limit=limit)),
+        )
 
     def timeline(
         self,
@@ -269,8 +275,17 @@ class Client:
     def branches(self, thread_id: str) -> list[BranchInfo]:
         return cast("list[BranchInfo]", self.send(_calls.branches(thread_id)))
 
-    def fork_points(self, thread_id: str, branch_id: str | None = None) -> list[ForkPoint]:
-        return cast("list[ForkPoint]", self.send(_calls.fork_points(thread_id, branch_id)))
+    def fork_points(
+        self,
+        thread_id: str,
+        branch_id: str | None = None,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[ForkPoint]:
+        """Every eligible fork point after `after_seq` (every page; `limit` sizes the pages)."""
+        call = _calls.fork_points(thread_id, branch_id, after_seq=after_seq, limit=limit)
+        return [point for page in self.pages(call) for point in page]
 
     def approvals(self, thread_id: str, branch_id: str | None = None) -> list[PendingApproval]:
         return cast("list[PendingApproval]", self.send(_calls.approvals(thread_id, branch_id)))
