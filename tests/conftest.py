@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.local_gateway import fixture_template  # noqa: F401 - a fixture, registered by name
 from threads_aws.core.canonical import canonical_bytes, new_uuid7
 from threads_aws.core.lines import StoredLine, header_line
 from threads_aws.local.moto_patch import serialize_dynamodb
@@ -65,6 +66,17 @@ class AwsEnv:
 
     def index(self) -> Any:
         return self.stores().threads
+
+
+@pytest.fixture(scope="session")
+def contract() -> Any:
+    """The contract beside the repo (`helpers.shared`: ../shared/spec and ../shared/conformance);
+    without it the test skips, with the one reason `helpers.shared.MISSING`."""
+    from helpers import shared
+
+    if not shared.PRESENT:
+        pytest.skip(shared.MISSING)
+    return shared
 
 
 @pytest.fixture(autouse=True)

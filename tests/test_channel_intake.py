@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import shared
 from threads_aws.channels.errors import NoChallenge, UnknownChannel, Unverified
 from threads_aws.channels.installations import parse_installations
 from threads_aws.channels.intake import challenge, receive
@@ -18,7 +19,7 @@ from threads_aws.fakes import whatsapp as fw
 
 NOW_S = 1_790_000_000
 NOW_MS = NOW_S * 1000
-CASES = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "cases"
+CASES = shared.CASES
 
 
 def _slack(iid, secret, tenant="acme"):
@@ -168,21 +169,14 @@ def test_an_unresolvable_signing_secret_is_a_deployment_fault_not_unverified():
 # -- the shared intake cases, through the conformance fake adapter, up to the inbox keys -------
 
 
-def _intake_cases() -> list[str]:
-    if not CASES.is_dir():
-        return []
-    return sorted(
-        d.name
-        for d in CASES.iterdir()
-        if (d / "case.json").is_file() and json.loads((d / "case.json").read_text()).get("kind") == "intake"
-    )
+def _is_intake(d: Path) -> bool:
+    return (d / "case.json").is_file() and json.loads((d / "case.json").read_text()).get("kind") == "intake"
 
 
-@pytest.mark.skipif(not _intake_cases(), reason="../shared/conformance/cases is not beside the repo")
-@pytest.mark.parametrize("name", _intake_cases())
-def test_intake_cases_responses_and_inbox_keys(name):
-    case = json.loads((CASES / name / "case.json").read_text())
-    expected = json.loads((CASES / name / "expected.json").read_text())
+@pytest.mark.parametrize("case_dir", shared.cases(_is_intake))
+def test_intake_cases_responses_and_inbox_keys(case_dir):
+    case = json.loads((case_dir / "case.json").read_text())
+    expected = json.loads((case_dir / "expected.json").read_text())
     webhooks = case["input"]["webhooks"]
     installs = installations_for(webhooks)
     adapter = ConformanceAdapter()

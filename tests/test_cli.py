@@ -14,12 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import shared
 from threads_aws.cli import main
 
-CASES = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "cases"
+CASES = shared.CASES
 NOW = "1790000060000"
 
-pytestmark = pytest.mark.skipif(not CASES.is_dir(), reason=f"conformance cases not found at {CASES}")
+pytestmark = shared.needs  # the case logs are its inputs
 
 
 def _copy(tmp_path: Path, case: str, name: str = "log.jsonl") -> Path:

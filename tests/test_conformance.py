@@ -3,14 +3,13 @@
 from pathlib import Path
 
 import pytest
+from helpers import shared
 from threads_aws.conformance import run_case
 
-CASES = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "cases"
-CASE_DIRS = sorted(p for p in CASES.iterdir() if (p / "case.json").exists()) if CASES.is_dir() else []
+CASES = shared.CASES
 
 
-@pytest.mark.skipif(not CASE_DIRS, reason="../shared/conformance/cases is not beside the repo")
-@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=lambda p: p.name)
+@pytest.mark.parametrize("case_dir", shared.cases(lambda d: (d / "case.json").exists()))
 def test_case(case_dir: Path) -> None:
     result = run_case(case_dir)
     assert result.verdict != "FAIL", result.line()
@@ -83,7 +82,7 @@ def _render_case(tmp_path: Path, *, drop_artifact: bool) -> Path:
     return case
 
 
-@pytest.mark.skipif(not CASE_DIRS, reason="../shared/conformance/cases is not beside the repo")
+@shared.needs
 @pytest.mark.parametrize("drop_artifact", [False, True])
 def test_render_kind(tmp_path: Path, drop_artifact: bool) -> None:
     result = run_case(_render_case(tmp_path, drop_artifact=drop_artifact))

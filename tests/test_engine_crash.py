@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from test_engine_helpers import (
+from helpers.engine import (
     USER,
     events,
     grant,

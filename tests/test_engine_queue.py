@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from test_engine_helpers import make_ctx, new_thread, run, say, types
+from helpers.engine import make_ctx, new_thread, run, say, types
 from threads_aws.engine.context import LEASE_TTL_MS
 from threads_aws.engine.queue import enqueue_step, handle_batch, retry_delay_s
 

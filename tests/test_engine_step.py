@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from test_engine_helpers import (
+from helpers.engine import (
     USER,
     events,
     grant,

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from dev_process import DevProcess, dev_process
+from helpers.dev_process import DevProcess, dev_process
 from threads_aws.core.errors import LogError
 from threads_aws.host import limits
 from threads_aws.host.errors import ApiError

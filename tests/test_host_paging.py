@@ -11,8 +11,8 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import pytest
-from dev_process import DevProcess, dev_process
-from test_host_helpers import ALICE, make_host, park_on_approval, start
+from helpers.dev_process import DevProcess, dev_process
+from helpers.host import ALICE, make_host, park_on_approval, start
 from threads_aws.host import paging
 from threads_aws.host.errors import ApiError
 

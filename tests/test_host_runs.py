@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 import pytest
-from test_host_helpers import ALICE, MALLORY, append, make_host, start, types
+from helpers.host import ALICE, MALLORY, append, make_host, start, types
 from threads_aws.core.canonical import new_uuid7
 from threads_aws.core.errors import LogError
 from threads_aws.host.errors import ApiError

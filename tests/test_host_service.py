@@ -6,7 +6,7 @@ import json
 import threading
 
 import pytest
-from test_host_helpers import (
+from helpers.host import (
     ALICE,
     BOB,
     MALLORY,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_host_helpers import ALICE, MALLORY, append, make_host, park_on_approval, start
+from helpers.host import ALICE, MALLORY, append, make_host, park_on_approval, start
 from threads_aws.host import sse
 from threads_aws.host.errors import ApiError
 

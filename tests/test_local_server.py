@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_local_gateway import fixture_template  # noqa: F401 - the fixture, used by name
 from threads_aws.local.gateway import MAX_REQUEST, Gateway, make_server, serve_in_thread
 from threads_aws.local.runtime import Handlers
 from threads_aws.local.sam import parse_template

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import shared
 from threads_aws.core import projections as P
 
-CASES = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "cases"
-OPENAPI = Path(__file__).resolve().parents[2] / "shared" / "spec" / "openapi.json"
+CASES = shared.CASES
+OPENAPI = shared.SPEC / "openapi.json"
 
 THREAD = "0192a000-0000-7000-8000-000000000001"
 BRANCH = "0192b000-0000-7000-8000-000000000001"
@@ -35,28 +36,23 @@ def _events_of(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _projection_cases() -> list[Path]:
-    if not CASES.is_dir():
-        return []
-    found = []
-    for d in sorted(CASES.iterdir()):
-        exp_path = d / "expected.json"
-        if not (exp_path.is_file() and (d / "log.jsonl").is_file()):
-            continue
-        exp = json.loads(exp_path.read_text())
-        if exp.get("outcome") == "ok" and exp.get("projections"):
-            found.append(d)
-    return found
+def _has_projections(d: Path) -> bool:
+    exp_path = d / "expected.json"
+    if not (exp_path.is_file() and (d / "log.jsonl").is_file()):
+        return False
+    exp = json.loads(exp_path.read_text())
+    return bool(exp.get("outcome") == "ok" and exp.get("projections"))
 
 
-PROJECTION_CASES = _projection_cases()
+PROJECTION_CASES = shared.cases(_has_projections)
 
 
+@shared.needs
 def test_projection_cases_found() -> None:
     assert PROJECTION_CASES, f"no conformance cases with projections under {CASES}"
 
 
-@pytest.mark.parametrize("case_dir", PROJECTION_CASES, ids=lambda p: p.name)
+@pytest.mark.parametrize("case_dir", PROJECTION_CASES)
 def test_conformance_projections(case_dir: Path) -> None:
     expected = json.loads((case_dir / "expected.json").read_text())["projections"]
     now = json.loads((case_dir / "case.json").read_text())["clock"]["now"]
@@ -670,8 +666,9 @@ def test_output() -> None:
 
 
 @pytest.fixture(scope="module")
-def run_outcome_validator() -> Any:
+def run_outcome_validator(contract: Any) -> Any:
     import jsonschema
+
     doc = json.loads(OPENAPI.read_text())
     schema = {"$ref": "#/components/schemas/RunOutcome", "components": doc["components"]}
     return jsonschema.Draft202012Validator(schema)

@@ -11,7 +11,7 @@ from typing import Any
 import anthropic
 import httpx2
 import pytest
-from _provider_helpers import MemoryArtifacts, complete, request, sse, tool, user
+from helpers.providers import MemoryArtifacts, complete, request, sse, tool, user
 from threads_aws.engine.models import ModelError
 from threads_aws.engine.providers.anthropic import AnthropicAdapter
 

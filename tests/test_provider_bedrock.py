@@ -13,10 +13,10 @@ from typing import Any
 
 import boto3
 import pytest
-from _provider_helpers import MemoryArtifacts, complete, request, tool, user
 from botocore.config import Config
 from botocore.eventstream import EventStreamBuffer
 from botocore.stub import Stubber
+from helpers.providers import MemoryArtifacts, complete, request, tool, user
 from threads_aws.engine.models import ModelError
 from threads_aws.engine.providers.bedrock import BedrockAdapter
 from threads_aws.fakes import eventstream

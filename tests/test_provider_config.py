@@ -173,7 +173,7 @@ def test_abandoned_data_follows_the_contract() -> None:
 def test_worker_records_the_classified_outcome(aws: Any) -> None:
     """The step writes what the adapter classified: a lost answer is `unknown` (may be billed),
     a rejection `failed` with its status and retry-after."""
-    from test_engine_helpers import make_ctx, new_thread, of_type, run, say, scripted, verify_export
+    from helpers.engine import make_ctx, new_thread, of_type, run, say, scripted, verify_export
     from threads_aws.engine.models import ScriptedModel
 
     ctx = make_ctx(aws)

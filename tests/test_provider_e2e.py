@@ -4,7 +4,7 @@ reached through the SDKs' base-URL variables: the model asks for `time`, gets th
 answers with text quoting it. The exported branch verifies with `threads-aws log verify`.
 
 The fake runs in this process (a thread); the dev server is a subprocess, as in
-test_e2e_gateway, with ANTHROPIC_BASE_URL / OPENAI_BASE_URL / AWS_ENDPOINT_URL_BEDROCK_RUNTIME
+test_e2e_gateway (helpers.e2e), with ANTHROPIC_BASE_URL / OPENAI_BASE_URL / AWS_ENDPOINT_URL_BEDROCK_RUNTIME
 pointing at the fake (and dummy keys). Real adapters, real SDKs, real HTTP on loopback.
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import test_e2e_gateway
-from test_e2e_gateway import TEMPLATE, Dev, types
+from helpers import e2e
+from helpers.e2e import TEMPLATE, Dev, types
 from threads_aws.fakes.models import FakeServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def test_tool_loop_on_each_provider(
     dev_on_fakes: Dev, fake: FakeServer, agent: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The worker's first step on a provider imports its SDK (seconds on a loaded machine).
-    monkeypatch.setattr(test_e2e_gateway, "DEADLINE_S", 120)
+    monkeypatch.setattr(e2e, "DEADLINE_S", 120)
     dev = dev_on_fakes
     before = len(fake.state.requests)
     status, run, _ = dev.call(

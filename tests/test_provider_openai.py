@@ -10,7 +10,7 @@ from typing import Any
 import httpx2
 import openai
 import pytest
-from _provider_helpers import MemoryArtifacts, complete, request, sse, tool, user
+from helpers.providers import MemoryArtifacts, complete, request, sse, tool, user
 from threads_aws.engine.models import ModelError
 from threads_aws.engine.providers.openai import OpenAIAdapter
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import shared
 from threads_aws.core.canonical import canonical_bytes, sha256_hex
 from threads_aws.core.errors import LogError
 from threads_aws.core.render import (
@@ -24,9 +25,7 @@ from threads_aws.core.render import (
     verify_requests,
 )
 
-CASES = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "cases"
-if not CASES.is_dir():  # the repo may sit elsewhere; the shared tree is at /work/shared
-    CASES = Path("/work/shared/conformance/cases")
+CASES = shared.CASES
 
 # ---------------------------------------------------------------------------------------------
 # Conformance corpus
@@ -69,6 +68,7 @@ def _case_artifacts(case: Path):
     return get
 
 
+@shared.needs
 def test_conformance_request_hashes() -> None:
     """Every model_request of every case log: our declared_prefix and request bytes hash exactly
     as recorded. Requests at or after an error case's breaking seq are not trusted input (e.g.
@@ -102,6 +102,7 @@ def test_conformance_request_hashes() -> None:
     assert checked == 54
 
 
+@shared.needs
 def test_conformance_transcripts() -> None:
     compared = 0
     for case in sorted(CASES.iterdir()):
@@ -114,6 +115,7 @@ def test_conformance_transcripts() -> None:
     assert compared >= 8
 
 
+@shared.needs
 def test_conformance_shipped_request_artifacts() -> None:
     case = CASES / "answer-without-open-question-rejected"
     events = [e for e in _events(_parse_lines(case / "log.jsonl")) if e["seq"] < _error_seq(case)]

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from test_core import ALICE, B2, TOOL, B, LogBuilder, T, eid, snapshot_data, started, turn
+from helpers.log import ALICE, B2, TOOL, B, LogBuilder, T, eid, snapshot_data, started, turn
 from threads_aws.core.canonical import canonical_bytes, canonical_hash, sha256_hex
 from threads_aws.core.errors import LogError
 from threads_aws.core.fork_points import fork_point
@@ -543,6 +543,7 @@ def test_unknown_event_does_not_break_rule_29_adjacency_or_reads() -> None:
     b = idle_log()
     b.add("model_response", {"garbage": True}, critical=False, type_version=3)
     b.add("tool_result", {"garbage": True}, critical=False, type_version=3)
+    unknown = [b.seq - 1, b.seq]
     tool_call(b, "c1", name="read")
     result(b, "c1")
     b.add(
@@ -552,7 +553,12 @@ def test_unknown_event_does_not_break_rule_29_adjacency_or_reads() -> None:
             "reason": "manual",
         },
     )
-    ok(b.export())
+    fold = ok(b.export()).fold
+    # the unknown versions are kept and skipped: the later known events read past them
+    assert [e["seq"] for e, k in zip(fold.events, fold.known, strict=True) if not k] == unknown
+    assert fold.head_seq == fold.last_known_seq == b.seq
+    assert fold.calls["c1"].result_origin == "executed" and not fold.pending
+    assert state(b.export())["head"] == {"seq": b.seq, "hash": b.prev}
 
 
 def test_unknown_fork_version_is_not_a_fork() -> None:
@@ -667,7 +673,9 @@ def test_rule_8_barrier_only_after_the_call() -> None:
     turn(b)
     tool_call(b, "c1")  # after the barrier: fine
     b.add("effect_begin", {"attempt": 1, "call_id": "c1"})
-    ok(b.export())
+    fold = ok(b.export()).fold
+    assert fold.last_cancel_seq < fold.calls["c1"].seq
+    assert fold.effects[f"{B}:c1"]["status"] == "begun" and fold.open_effects == 1
 
 
 def test_rule_8_read_only_calls_write_no_effect_events() -> None:
@@ -963,7 +971,13 @@ def test_rule_17_tools_hash() -> None:
     b.add("tools_changed", {"tools": [TOOL], "tools_hash": canonical_hash([TOOL])})
     tool_call(b, "c1")
     b.add("effect_begin", {"attempt": 1, "call_id": "c1"})
-    ok(b.export())
+    fold = ok(b.export()).fold
+    assert fold.tools == {TOOL["name"]: TOOL}  # the changed set replaces the pinned one
+    assert fold.calls["c1"].effect_class == TOOL["effect_class"]
+    assert fold.effects[f"{B}:c1"]["status"] == "begun"
+    bad = idle_log()
+    bad.add("tools_changed", {"tools": [TOOL], "tools_hash": canonical_hash([RO_TOOL])})
+    assert err(bad.export()) == ("invalid_transition", bad.seq)
 
 
 def settings(model: str = "m") -> dict[str, Any]:

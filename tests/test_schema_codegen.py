@@ -18,10 +18,11 @@ from typing import Any
 
 import fastjsonschema
 import pytest
+from helpers import shared
 from threads_aws import schema_gen
 from threads_aws.core import _validators as V
 
-CASES = Path("/work/shared/conformance/cases")
+CASES = shared.CASES
 SEED = 20240607
 UUID = "0190a5b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"
 SAMPLES = {  # a valid string for each pattern the contract uses
@@ -364,6 +365,7 @@ def test_every_type_has_a_valid_base(corpus: dict[str, Any]) -> None:
     assert not missing, missing
 
 
+@shared.needs
 def test_agrees_on_conformance_lines(corpus: dict[str, Any], reference: dict[str, Any]) -> None:
     counts: Counter[str] = Counter()
     for value in corpus["conf"]:
@@ -424,6 +426,7 @@ def test_agrees_on_targeted_conditionals(corpus: dict[str, Any], reference: dict
         assert counts[f"ev_{t}:accept"] > 0, t
 
 
+@shared.needs
 def test_error_names_the_path() -> None:
     ev = {"type": "tool_call", "data": {}}
     with pytest.raises(V.SchemaError) as info:

@@ -8,8 +8,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_streams_craze import ev, received_until, run_of, use
-from test_streams_helpers import AgUiVerifier, check_agui, check_agui_event, recorded, recorded_names
+from helpers.streams import (
+    AgUiVerifier,
+    check_agui,
+    check_agui_event,
+    ev,
+    received_until,
+    recorded,
+    recorded_names,
+    run_of,
+    use,
+)
 from threads_aws.streams import AgUiMapper, Cursor, parse_cursor
 from threads_aws.streams.frames import Out
 

@@ -8,17 +8,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_streams_helpers import check_craze, recorded, recorded_names
+from helpers.streams import (
+    assert_asks_paired,
+    assert_tool_rows,
+    check_craze,
+    ev,
+    received_until,
+    recorded,
+    recorded_names,
+    run_of,
+    use,
+)
 from threads_aws.streams import CrazeMapper, Cursor, parse_cursor
 from threads_aws.streams.frames import Out, rfc3339
-
-
-def run_of(events: list[dict[str, Any]], start: int = 0) -> list[dict[str, Any]]:
-    """The run subscription's events: from a user_input up to the next one."""
-    starts = [i for i, e in enumerate(events) if e["type"] == "user_input"]
-    i = starts[start]
-    j = starts[start + 1] if start + 1 < len(starts) else len(events)
-    return events[i:j]
 
 
 def mapped(events: list[dict[str, Any]], **kw: Any) -> list[Out]:
@@ -55,43 +57,6 @@ def test_recorded_runs_validate_and_follow_the_order_rules(name: str) -> None:
             assert o.seq is not None
             assert o.id is None or o.id == str(o.seq) or o.id.startswith(f"{o.seq}.")
         assert outs[-1].id == str(run[-1]["seq"])
-
-
-def assert_asks_paired(data: list[dict[str, Any]]) -> None:
-    """Each opening is ended by exactly one `ask` of its kind, after it and before the turn ends."""
-    opened: dict[str, str] = {}
-    ended: set[str] = set()
-    for d in data:
-        if d["type"] in ("permission", "question"):
-            ask_id = d[d["type"]]["id"]
-            assert ask_id not in opened
-            opened[ask_id] = d["type"]
-        elif d["type"] == "ask":
-            a = d["ask"]
-            assert a["id"] in opened and a["id"] not in ended
-            assert a["kind"] == opened[a["id"]]
-            ended.add(a["id"])
-        elif d["type"] == "turn" and d["turn"]["phase"] == "ended":
-            assert set(opened) == ended
-
-
-def assert_tool_rows(data: list[dict[str, Any]]) -> None:
-    """A row is re-published whole under its id; never changed after a terminal status; every
-    row ends terminal by the turn's end."""
-    rows: dict[str, dict[str, Any]] = {}
-    for d in data:
-        if d["type"] == "tool":
-            row = d["tool"]
-            old = rows.get(row["id"])
-            if old is not None:
-                assert old["status"] not in ("completed", "failed", "cancelled")
-                for key in ("name", "toolName", "kind", "rawInput"):
-                    assert row.get(key) == old.get(key)
-                assert {k: v for k, v in row.items() if k != "at"} != {
-                    k: v for k, v in old.items() if k != "at"
-                }
-            rows[row["id"]] = row
-    assert all(r["status"] in ("completed", "failed", "cancelled") for r in rows.values())
 
 
 def test_approval_granted_with_mode_and_model_changes() -> None:
@@ -204,13 +169,13 @@ def test_deltas_stream_then_the_response_sends_only_the_rest() -> None:
     m = CrazeMapper()
     outs: list[Out] = []
     rid = run[2]["data"]["request_event_id"]
-    for ev in run[:2]:
-        outs += m.event(ev)
+    for e in run[:2]:
+        outs += m.event(e)
     for chunk in ("Let me ", "check"):
         outs += m.feed({"kind": "delta", "request_event_id": rid, "text": chunk})
     outs += m.feed({"kind": "delta", "request_event_id": rid, "text": "it", "thinking": True})
-    for ev in run[2:]:
-        outs += m.event(ev)
+    for e in run[2:]:
+        outs += m.event(e)
     data = check_craze(outs)
     live = [o for o in outs if o.seq is None]
     assert [o.data for o in live] == [
@@ -229,8 +194,8 @@ def test_deltas_stream_then_the_response_sends_only_the_rest() -> None:
 def test_fully_streamed_text_still_commits_a_marker() -> None:
     run = run_of(recorded("text_only"))
     m = CrazeMapper()
-    for ev in run[:2]:
-        m.event(ev)
+    for e in run[:2]:
+        m.event(e)
     rid = run[2]["data"]["request_event_id"]
     text = run[2]["data"]["content"][0]["text"]
     assert [o.data for o in m.delta(rid, text)] == [{"type": "text", "text": text}]
@@ -242,8 +207,8 @@ def test_fully_streamed_text_still_commits_a_marker() -> None:
 def test_offsets_trim_repeats_and_stop_at_a_gap() -> None:
     run = run_of(recorded("text_only"))
     m = CrazeMapper()
-    for ev in run[:2]:
-        m.event(ev)
+    for e in run[:2]:
+        m.event(e)
     rid = run[2]["data"]["request_event_id"]
     got = [m.delta(rid, "Hello", offset=0), m.delta(rid, "lo! St", offset=3), m.delta(rid, "on", offset=20)]
     got.append(m.delta(rid, "x", offset=11))  # after a gap nothing more streams
@@ -265,8 +230,8 @@ def test_deltas_before_their_request_are_held_and_lost_ones_resend_the_whole_tex
 def test_deltas_of_an_abandoned_attempt_never_come_back() -> None:
     run = run_of(recorded("failed_turn"))
     m = CrazeMapper()
-    for ev in run[:2]:
-        m.event(ev)
+    for e in run[:2]:
+        m.event(e)
     rid = run[1]["event_id"]
     assert m.delta(rid, "par")
     m.event(run[2])  # abandoned
@@ -284,15 +249,6 @@ def test_resume_at_every_cursor_has_no_gap_and_no_duplicate(name: str) -> None:
         _, rest = CrazeMapper.resumed(run, cursor)
         assert [o.data for o in seen + rest] == [o.data for o in full], cursor
         assert [o.id for o in seen + rest] == [o.id for o in full]
-
-
-def received_until(outs: list[Out], cursor: Cursor | None) -> list[Out]:
-    """What a client holding `cursor` as its last id received."""
-    assert cursor is not None
-    if cursor.seq == 0:
-        return []
-    last = max(i for i, o in enumerate(outs) if o.id == str(cursor))
-    return outs[: last + 1]
 
 
 def test_resume_is_idempotent_on_overlapping_feeds() -> None:
@@ -315,31 +271,6 @@ def test_cursor_parsing() -> None:
 
 
 # ------------------------------------------------------------------ synthetic events
-def ev(seq: int, type: str, data: dict[str, Any], **kw: Any) -> dict[str, Any]:
-    return {
-        "seq": seq,
-        "event_id": kw.pop("event_id", f"e{seq}"),
-        "thread_id": "t",
-        "branch_id": "b",
-        "type": type,
-        "time": 1_700_000_000_000 + seq,
-        "actor": kw.pop("actor", {"kind": "host"}),
-        "data": data,
-    }
-
-
-def use(seq: int, rid: str, *parts: dict[str, Any]) -> dict[str, Any]:
-    return ev(
-        seq,
-        "model_response",
-        {
-            "request_event_id": rid,
-            "content": list(parts),
-            "stop_reason": "tool_use",
-            "usage": {"input_tokens": None, "output_tokens": 3},
-            "completeness": "complete",
-        },
-    )
 
 
 def test_subagents_compaction_effects_budget_steer_and_hosted_tools() -> None:

@@ -8,8 +8,16 @@ import os
 from typing import Any
 
 import pytest
-from test_streams_craze import assert_asks_paired, assert_tool_rows, run_of
-from test_streams_helpers import DATA, SCENARIOS, check_agui, check_craze, log_events
+from helpers.streams import (
+    DATA,
+    SCENARIOS,
+    assert_asks_paired,
+    assert_tool_rows,
+    check_agui,
+    check_craze,
+    log_events,
+    run_of,
+)
 from threads_aws.streams import AgUiMapper, CrazeMapper
 
 
