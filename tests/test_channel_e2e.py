@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dev_process import DevProcess, dev_process
+from helpers.dev_process import DevProcess, dev_process
 from threads_aws.fakes import slack as fs
 from threads_aws.fakes import whatsapp as fw
 from threads_aws.fakes.slack import FakeSlack

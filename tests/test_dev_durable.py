@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dev_process import DevProcess
+from helpers.dev_process import DevProcess
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "template.yaml"
