@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from people_dev import RETRY_MS, people_dev, release
+from helpers.people_dev import RETRY_MS, people_dev, release
 from threads_aws.client import (
     AsyncClient,
     Client,

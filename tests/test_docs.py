@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from people_dev import people_dev
+from helpers.people_dev import people_dev
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "functions" / "docs"

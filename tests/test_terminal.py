@@ -14,7 +14,7 @@ from typing import Any
 
 import pexpect
 import pytest
-from people_dev import people_dev, release
+from helpers.people_dev import people_dev, release
 from threads_aws.client import Client
 from threads_aws.terminal import EXIT_CANCELLED, EXIT_INTERRUPTED, EXIT_NOT_SERVED, EXIT_PARKED
 

@@ -15,7 +15,7 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
-from dev_process import DevProcess, dev_process
+from helpers.dev_process import DevProcess, dev_process
 
 WAIT_MS, RETRY_MS = 300, 150
 PRELOAD = f"""\
