@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from threads_aws import services
 from threads_aws.channels.consumer import handle_batch
+from threads_aws.observability import entry
 
-logger = Logger()
 
-
-@logger.inject_lambda_context
+@entry("sqs")
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return handle_batch(event, services.current())

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from threads_aws.channels.webhook import webhook
+from threads_aws.observability import entry
 
-logger = Logger()
 
-
-@logger.inject_lambda_context
+@entry("api")
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return webhook(event, "whatsapp")
