@@ -1,4 +1,4 @@
-"""core.canonical.new_uuid7: RFC 9562 version 7 ids, time-ordered within a process."""
+"""core.canonical.new_uuid7: RFC 9562 version 7 ids (uuid6), time-ordered within a process, imported lazily."""
 
 from __future__ import annotations
 
@@ -33,3 +33,15 @@ def test_ids_sort_in_creation_order_and_never_repeat_even_across_threads():
     assert len(set(every)) == len(every)
     # The random bits vary (74 of them): two ids of one millisecond differ below the timestamp.
     assert len({i[15:] for i in every}) == len(every)
+
+
+def test_uuid6_is_not_imported_until_an_id_is_minted():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import threads_aws.core.canonical as c; a = 'uuid6' in sys.modules; "
+        "c.new_uuid7(); print(a, 'uuid6' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import threading
-import time
 from typing import Any
 
 import orjson
@@ -55,24 +52,21 @@ def canonical_hash(value: Any) -> str:
     return sha256_hex(canonical_bytes(value))
 
 
-_uuid7_lock = threading.Lock()
-_uuid7_last_ms = 0
-
-
 def new_uuid7() -> str:
-    """An RFC 9562 UUIDv7: 48-bit Unix milliseconds, version 7, variant 10, 74 random bits. The
-    millisecond strictly increases within a process (one ahead of the clock when ids come
-    faster), so ids made here sort in creation order, as the `uuid6` package's did; written
-    out because importing that package cost every cold start importlib.metadata and email."""
-    global _uuid7_last_ms
-    with _uuid7_lock:
-        ms = max(time.time_ns() // 1_000_000, _uuid7_last_ms + 1)
-        _uuid7_last_ms = ms
-    rand = int.from_bytes(os.urandom(10)) & ((1 << 74) - 1)
-    rand_a, rand_b = rand >> 62, rand & ((1 << 62) - 1)  # 12 and 62 bits
-    value = (ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | rand_a << 64 | 0b10 << 62 | rand_b
-    h = f"{value:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """An RFC 9562 UUIDv7 from the `uuid6` package (the user's choice of library): 48-bit Unix
+    milliseconds, strictly increasing within a process, so ids made here sort in creation order.
+    Imported on first use: `uuid6` reads its own version through importlib.metadata at import,
+    which would put importlib.metadata, email and zipfile into every handler's cold start; a
+    handler mints its first id while serving a request, not while loading."""
+    global _uuid7
+    if _uuid7 is None:
+        from uuid6 import uuid7
+
+        _uuid7 = uuid7
+    return str(_uuid7())
+
+
+_uuid7: Any = None
 
 
 def _depth_ok(value: Any, limit: int = MAX_DEPTH) -> bool:
