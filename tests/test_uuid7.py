@@ -1,4 +1,4 @@
-"""core.canonical.new_uuid7: RFC 9562 version 7 ids (uuid6), time-ordered within a process, imported lazily."""
+"""core.canonical.new_uuid7: RFC 9562 v7 ids (uuid6), time-ordered within a process, imported lazily."""
 
 from __future__ import annotations
 
