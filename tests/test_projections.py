@@ -350,6 +350,23 @@ def test_cost_max_tokens_falls_back_to_model_output_cap() -> None:
     assert got is not None and got["upper_bound_nanos"] == 1000 * 4 + 500 * 15
 
 
+@pytest.mark.parametrize("max_tokens", [0, -5])
+def test_cost_nonpositive_max_tokens_is_no_output_bound(max_tokens: int) -> None:
+    # A pinned max_tokens of 0 or less bounds nothing (never the model's output cap instead):
+    # an attempt without a response then has no cost bound.
+    log = Log(POLICY, max_tokens=max_tokens)
+    log.user()
+    log.request()
+    got = _cost(log)
+    assert got is not None and (got["complete"], got["bounded"]) == (False, False)
+    assert got["upper_bound_nanos"] == 0
+    # with a response of known usage there is nothing to bound
+    req = log.events[-1]["event_id"]
+    log.response(req, {"input_tokens": 10, "output_tokens": 2})
+    got = _cost(log)
+    assert got is not None and (got["complete"], got["bounded"], got["known_nanos"]) == (True, True, 60)
+
+
 def test_cost_unlisted_model_is_unpriced() -> None:
     log = Log({"currency": "USD", "models": [MODEL_B]}, model="big")
     log.user()

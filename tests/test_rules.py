@@ -1245,6 +1245,28 @@ def test_rule_25_options() -> None:
     assert err(b.export()) == ("invalid_transition", 6)
 
 
+def test_ask_user_matching_rule_trim_and_casefold() -> None:
+    # §ask_user: an answer matches an option after trimming whitespace and case-folding both
+    b = ask_log(["Red", "Blue"])
+    result(b, "q1", origin="answered", actor=USER, preview=" blue ")
+    ok(b.export())
+    b = ask_log(["Red", "Blue"], multi=True)
+    result(b, "q1", origin="answered", actor=USER, preview="BLUE\nred")
+    ok(b.export())
+    b = ask_log(["Red", "Blue"], multi=True)
+    result(b, "q1", origin="answered", actor=USER, preview="blue\nBlue")  # one option twice
+    assert err(b.export()) == ("invalid_transition", 6)
+
+
+def test_ask_user_park_on_ambiguous_options_is_invalid() -> None:
+    # options equal under the matching rule make the call invalid: a park on it is refused
+    b = ask_log(["Yes", " yes "])
+    assert err(b.export()) == ("invalid_transition", 5)
+    b = ask_log(["Yes", "YES"], parked=False)
+    result(b, "q1", origin="not_executed")  # the worker's close (an error result): fine
+    ok(b.export())
+
+
 def test_rule_26_nothing_after_handoff() -> None:
     for kind in ("user_input", "steer", "model_request"):
         b = LogBuilder()

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .ask_user import ambiguous_options, match, options_of
 from .canonical import canonical_hash, sha256_hex
 from .errors import LogError
 
@@ -373,16 +374,16 @@ class Fold:
 
     def _check_answer(self, seq: int, call: Call, answer: str) -> None:
         """Rule 25 (as the reference cases read it): an answer to a question with options is one
-        of them; multi_select: each `\n`-joined line one of them, each at most once (inferred:
-        the answer is a selection, so a repeat is no offered choice)."""
-        options = call.input.get("options")
-        if not isinstance(options, list) or not options:
+        of them under the §ask_user matching rule (trim + case-fold); multi_select: each
+        `\n`-joined line one of them, each at most once (inferred: the answer is a selection, so
+        a repeat is no offered choice)."""
+        if options_of(call.input) is None:
             return
         if call.input.get("multi_select") is True:
-            picked = answer.split("\n")
-            if len(set(picked)) != len(picked) or any(p not in options for p in picked):
+            picked = [match(call.input, p) for p in answer.split("\n")]
+            if None in picked or len(set(picked)) != len(picked):
                 raise self._bad(seq, "answer is not a selection of the offered options")
-        elif answer not in options:
+        elif match(call.input, answer) is None:
             raise self._bad(seq, "answer is not one of the offered options")
 
     def _on_tool_result_late(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
@@ -412,6 +413,11 @@ class Fold:
 
     def _on_parked(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         a = d["address"]
+        if a["kind"] == "input":
+            call = self.calls.get(a["id"])
+            if call is not None and ambiguous_options(call.input):
+                # §ask_user: options equal under the matching rule make the call invalid
+                raise self._bad(seq, "parked on an ask_user call whose options are ambiguous")
         self.parked[(a["kind"], a["id"])] = {"kind": a["kind"], "id": a["id"]}
 
     def _on_resumed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:

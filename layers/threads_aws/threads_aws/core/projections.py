@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from .budgets import Attempt, not_billed, response_cost
 from .fold import epoch_settings
 
 Event = Mapping[str, Any]
@@ -126,10 +127,6 @@ class SettingsEpoch:
             return None
         return self._models.get((self.model.get("provider"), self.model.get("name")))
 
-    def max_tokens(self) -> int | None:
-        v = self.model_params.get("max_tokens")
-        return v if _is_int(v) and v > 0 else None
-
 
 def settings_at(events: Iterable[Event]) -> SettingsEpoch:
     """The settings epoch after the given events."""
@@ -151,68 +148,18 @@ def _policy_section(policy: Mapping[str, Any] | None, name: str) -> Mapping[str,
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Attempt:
-    entry: Mapping[str, Any] | None
-    max_tokens: int | None
-    input_bound_tokens: int | None
-
-
-def _attempt_bound(att: _Attempt, price: Mapping[str, Any]) -> int | None:
-    """input bound × the highest input-side price + output bound × the output price, or None."""
-    entry = att.entry or {}
-    in_tokens = att.input_bound_tokens
-    if in_tokens is None and entry.get("input_billing_bound") == "context_window":
-        cw = entry.get("context_window")
-        in_tokens = cw if _is_int(cw) else None
-    out_tokens = att.max_tokens
-    if out_tokens is None:
-        mo = entry.get("max_output_tokens")
-        out_tokens = mo if _is_int(mo) else None
-    if in_tokens is None or out_tokens is None:
-        return None
-    in_prices: list[int] = [v for k in ("input", "cache_read", "cache_write") if _is_int(v := price.get(k))]
-    out_price = price.get("output")
-    if not in_prices or not _is_int(out_price):
-        return None
-    return in_tokens * max(in_prices) + out_tokens * out_price
-
-
-def _response_cost(usage: Mapping[str, Any], price: Mapping[str, Any]) -> tuple[int, bool]:
-    """(known nanos, any field unknown). Cache tokens are not part of input_tokens (Usage);
-    a cache field without its own price is billed at the input price."""
-    in_price = price.get("input", 0)
-    prices = {
-        "input_tokens": in_price,
-        "output_tokens": price.get("output", 0),
-        "cache_read_tokens": price.get("cache_read", in_price),
-        "cache_write_tokens": price.get("cache_write", in_price),
-    }
-    known = 0
-    unknown = False
-    for key, unit in prices.items():
-        if key not in usage:
-            # input/output are required (absence = unknown); a cache field is absent when the
-            # adapter has no such billing category.
-            unknown = unknown or key in ("input_tokens", "output_tokens")
-            continue
-        n = usage[key]
-        if _is_int(n) and _is_int(unit):
-            known += n * unit
-        else:
-            unknown = True
-    return known, unknown
-
-
 def cost(events: Iterable[Event]) -> JsonObj | None:
-    """Cost of every model_request on the chain, one disposition each.
+    """Cost of every model_request on the chain, one disposition each, priced by
+    `core.budgets` (the same functions the worker's budget reservations use; a pinned
+    non-positive max_tokens is no output bound, so such an attempt without a response leaves
+    the cost unbounded).
 
     Returns ``{currency, known_nanos, upper_bound_nanos, complete, bounded}``; ``None`` when
     ``policy.currency`` or ``policy.models`` is absent; ``{"error": "cost_overflow"}`` when either
     amount passes 2^53−1 nanos.
     """
     st = SettingsEpoch()
-    attempts: dict[str, _Attempt] = {}
+    attempts: dict[str, Attempt] = {}
     answers: dict[str, Event] = {}
     for ev in events:
         t = ev.get("type")
@@ -220,11 +167,7 @@ def cost(events: Iterable[Event]) -> JsonObj | None:
             continue
         if t == "model_request":
             ib = _data(ev).get("input_bound_tokens")
-            attempts[ev["event_id"]] = _Attempt(
-                entry=st.model_entry(),
-                max_tokens=st.max_tokens(),
-                input_bound_tokens=ib if _is_int(ib) else None,
-            )
+            attempts[ev["event_id"]] = Attempt(st.model_entry(), st.model_params, ib if _is_int(ib) else None)
         elif t in RESPONSE_TYPES or t == "model_attempt_abandoned":
             rid = _data(ev).get("request_event_id")
             if isinstance(rid, str):
@@ -239,12 +182,11 @@ def cost(events: Iterable[Event]) -> JsonObj | None:
     for rid, att in attempts.items():
         ans = answers.get(rid)
         if ans is not None and ans.get("type") == "model_attempt_abandoned":
-            ad = _data(ans)
-            if ad.get("provider_outcome") == "not_sent" or ad.get("billing") == "not_billed":
+            if not_billed(ans):
                 continue
             ans = None
-        price = att.entry.get("price") if att.entry is not None else None
-        if not isinstance(price, Mapping):
+        price = att.price
+        if price is None:
             # An unlisted or unpriced model: nothing about this attempt can be priced.
             complete = False
             bounded = False
@@ -252,13 +194,13 @@ def cost(events: Iterable[Event]) -> JsonObj | None:
         need_bound = True
         if ans is not None:
             usage = _data(ans).get("usage")
-            k, unknown = _response_cost(usage if isinstance(usage, Mapping) else {}, price)
+            k, unknown = response_cost(usage if isinstance(usage, Mapping) else {}, price)
             known += k
             upper += k
             need_bound = unknown
         if need_bound:
             complete = False
-            b = _attempt_bound(att, price)
+            b = att.cost_bound()
             if b is None:
                 bounded = False
             else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.ask_user import ambiguous_options
 from ..core.canonical import canonical_hash, new_uuid7
 from ..core.fold import Call
 from ..store.approvals import ApprovalRow
@@ -118,6 +119,14 @@ class Calls(Effects):
         return None
 
     def ask_user(self, view: View, call: Call) -> str | None:
+        dup = ambiguous_options(call.input)
+        if dup:  # §ask_user: an answer could match two options; the call is invalid, never parked
+            text = (
+                f"Invalid ask_user call: the options {dup!r} repeat another option "
+                "(ignoring case and surrounding spaces)."
+            )
+            self.append(view, [result(call.call_id, text, "not_executed", True)])
+            return None
         now = self.ctx.clock()
         rec = view.record
         opener = view.fold.turn.opener  # the turn is open: its call is pending

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.ask_user import match, options_of
 from ..core.errors import LogError
 from ..core.fold import Challenge, Fold
 from ..core.lines import StoredLine
@@ -224,26 +225,21 @@ def _decision(
     return makers
 
 
-def _norm(s: str) -> str:
-    return s.strip().casefold()
-
-
 def answer_text(call_input: Mapping[str, Any], answer: str | list[str]) -> str:
     """The answer as recorded: a list joined with newlines, each item in the offered option's
-    spelling (options match ignoring case and surrounding spaces). An answer that is not an
-    offered option is invalid_request and the question stays open."""
+    spelling (options match under the §ask_user rule: `core.ask_user.match`). An answer that is
+    not an offered option is invalid_request and the question stays open."""
     picked = [answer] if isinstance(answer, str) else list(answer)
-    options = call_input.get("options")
-    if not isinstance(options, list) or not options:
+    if options_of(call_input) is None:
         return "\n".join(picked)
-    spelled = {_norm(o): o for o in options if isinstance(o, str)}
     if len(picked) > 1 and call_input.get("multi_select") is not True:
         raise invalid("body.answer must be a single option: the question is not multi_select")
     out = []
     for p in picked:
-        if _norm(p) not in spelled:
+        spelled = match(call_input, p)
+        if spelled is None:
             raise invalid(f"body.answer {p!r} is not one of the offered options; the question stays open")
-        out.append(spelled[_norm(p)])
+        out.append(spelled)
     if len(set(out)) != len(out):
         raise invalid("body.answer repeats an option")
     return "\n".join(out)
