@@ -1,4 +1,4 @@
-"""Generate `_bodies.py`: compiled validators of the API request bodies, from the same contract
+"""Generate `_bodies.py`: compiled validators of the API request bodies, from the served contract
 and the same code generator as the line validators (`threads_aws.schema_gen`), so a body is
 checked exactly as openapi.json says, with no schema compiled at cold start.
 
@@ -22,25 +22,41 @@ BODIES = (
     "SettingsChange",
     "ModeChange",
     "ForkRequest",
+    "SteerRequest",  # ours (add-only): the served contract's additions
+    "StopRequest",
 )
 OUT = Path(__file__).resolve().parent / "_bodies.py"
 
 
+SERVED = Path(__file__).resolve().parent / "openapi.json"
+
+
 def generate(schemas_dir: Path | None = None) -> str:
-    sdir = schemas_dir or g._default_schemas_dir()
-    openapi = json.loads((sdir / "openapi.json").read_text())
-    defs = g._rewrite(openapi["components"]["schemas"])
+    """From the served contract (schemas/openapi.json plus what is ours, add-only), or from
+    `schemas_dir`/openapi.json when given."""
+    source = schemas_dir / "openapi.json" if schemas_dir else SERVED
+    openapi = json.loads(source.read_text())
+    defs = g._rewrite(_without_extensions(openapi["components"]["schemas"]))
     defs["events_JsonValue"] = {}  # any JSON value: the body already parsed as JSON
     gen = g.Gen(defs)
     for name in BODIES:
         gen.root(name, {"$ref": f"#/definitions/{name}"})
     return g.module(
-        "threads_aws.host.bodies_gen from schemas/openapi.json",
+        "threads_aws.host.bodies_gen from the served host/openapi.json",
         "..core._schema_rt",
         gen,
         "BODY_VALIDATORS",
         {n: f"validate_{n}" for n in BODIES},
     )
+
+
+def _without_extensions(node: object) -> object:
+    """The schemas without `x-*` annotations (`x-threads-aws: ours` marks our additions)."""
+    if isinstance(node, dict):
+        return {k: _without_extensions(v) for k, v in node.items() if not k.startswith("x-")}
+    if isinstance(node, list):
+        return [_without_extensions(v) for v in node]
+    return node
 
 
 def main(argv: list[str]) -> int:

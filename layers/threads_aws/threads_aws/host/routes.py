@@ -57,6 +57,11 @@ def _subscribe(h: Host, r: Request) -> dict[str, Any]:
     }
 
 
+def _stop(h: Host, r: Request) -> dict[str, Any]:
+    body = r.json("StopRequest") if r.body else {}  # the body is optional
+    return response(200, h.stop(r.who(), r.thread_id, r.branch_id, body))
+
+
 ROUTES: dict[str, tuple[frozenset[str], Call]] = {
     "startRun": (
         _codes(
@@ -134,4 +139,10 @@ ROUTES: dict[str, tuple[frozenset[str], Call]] = {
         _codes("invalid_request", "invalid_transition", "branch_busy"),
         lambda h, r: response(200, h.set_mode(r.who(), r.thread_id, r.branch_id, r.json("ModeChange"))),
     ),
+    # ours (add-only; `x-threads-aws: ours` in the served contract): steer and stop when idle
+    "steer": (
+        _codes("invalid_request", "invalid_transition", "branch_busy"),
+        lambda h, r: response(200, h.steer(r.who(), r.thread_id, r.branch_id, r.json("SteerRequest"))),
+    ),
+    "stop": (_codes("invalid_request", "invalid_transition", "branch_busy"), _stop),
 }

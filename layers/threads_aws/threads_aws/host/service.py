@@ -10,7 +10,7 @@ Each method takes the authenticated Principal and answers a contract value or ra
 
 The routes by concern: `runs` (start a run, find one), `controls` (approvals, answers, parked
 effects, cancel, settings, mode; who may decide: `authority`), `reads` (timeline, branches,
-approvals), `forks` (fork points, fork).
+approvals), `forks` (fork points, fork), `steering` (steer, stop when idle; ours).
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from .controls import Controls
 from .forks import Forks
 from .reads import Reads
 from .runs import Runs
+from .steering import Steering
 
 
-class Host(Runs, Controls, Reads, Forks):
+class Host(Runs, Controls, Reads, Forks, Steering):
     """Built by `services.Services.host()`: Host(stores, writer, steps, agents, clock)."""
 
 
