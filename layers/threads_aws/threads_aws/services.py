@@ -92,6 +92,9 @@ class Services:
 
     @property
     def writer(self) -> Writer:
+        """The API's writer. The worker gets one of its own (`engine`): a Host builds a control
+        into its cached view under its lock before committing, so the view cache is never shared
+        with a worker in the same process (the local host runs both)."""
         from .writer import Writer
 
         return self._once("writer", lambda: Writer(self.stores.events, clock=self.clock))
@@ -130,8 +133,10 @@ class Services:
         from .engine.step import EngineContext
 
         def make() -> EngineContext:
+            from .writer import Writer
+
             return EngineContext(
-                writer=self.writer,
+                writer=Writer(self.stores.events, clock=self.clock),
                 stores=self.stores,
                 steps=self.steps,
                 agents=dict(self.agents),
