@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_engine_helpers import make_ctx, new_thread, of_type, run, say, scripted, types, verify_export
+from helpers.engine import make_ctx, new_thread, of_type, run, say, scripted, types, verify_export
 from threads_aws.engine.models import ScriptedModel
 
 
