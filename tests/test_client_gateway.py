@@ -385,3 +385,22 @@ def test_async_client_over_the_same_routes(url: str):
             assert (await c.openapi())["info"]["title"]
 
     asyncio.run(main())
+
+
+def test_steer_and_stop_on_an_open_turn_and_without_one(client: Client):
+    stream, outcome = settle(client, "ask: tea or coffee?")
+    t = stream.thread_id
+    assert outcome["status"] == "parked"  # the turn stays open while it waits for the answer
+    steered = client.steer(t, "make it green tea")
+    stopped = client.stop(t, "enough for today")
+    recorded = {e["event"]["event_id"]: e["event"] for e in client.timeline(t)["entries"]}
+    assert recorded[steered["event_id"]]["type"] == "steer"
+    assert recorded[steered["event_id"]]["data"]["source"] == "api"
+    assert recorded[stopped["event_id"]]["type"] == "stop_when_idle"
+    with pytest.raises(ValueError):
+        client.steer(t)  # text or content, exactly one
+    _, done = settle(client, "hello")
+    with pytest.raises(InvalidTransitionError):
+        client.steer(done["thread_id"], "too late")  # no open turn to steer
+    with pytest.raises(InvalidTransitionError):
+        client.stop(done["thread_id"])

@@ -129,6 +129,26 @@ def cancel(thread_id: str, branch_id: str | None = None) -> Call:
     return Call.post(_thread(thread_id, "/cancel"), params={"branch_id": branch_id})
 
 
+def steer(
+    thread_id: str,
+    text: str | None = None,
+    *,
+    content: list[dict[str, Any]] | None = None,
+    branch_id: str | None = None,
+) -> Call:
+    """steer: POST …/steer (ours): new input for the open turn, as text or input parts."""
+    if (text is None) == (content is None):
+        raise ValueError("steer takes text or content, not both")
+    body: dict[str, Any] = {"text": text} if text is not None else {"content": list(content or [])}
+    return Call.post(_thread(thread_id, "/steer"), body, params={"branch_id": branch_id})
+
+
+def stop(thread_id: str, reason: str | None = None, *, branch_id: str | None = None) -> Call:
+    """stop: POST …/stop (ours): stop when idle; the body is optional."""
+    body: dict[str, Any] = {} if reason is None else {"reason": reason}
+    return Call.post(_thread(thread_id, "/stop"), body, params={"branch_id": branch_id})
+
+
 def set_model(
     thread_id: str,
     model: dict[str, str],
@@ -180,6 +200,8 @@ OPERATIONS: dict[str, str] = {
     "answerQuestion": "answer",
     "resolveParked": "resolve_parked",
     "cancel": "cancel",
+    "steer": "steer",
+    "stop": "stop",
     "setModel": "set_model",
     "setMode": "set_mode",
 }

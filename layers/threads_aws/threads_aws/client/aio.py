@@ -330,6 +330,22 @@ class AsyncClient:
     async def cancel(self, thread_id: str, branch_id: str | None = None) -> Appended:
         return cast(Appended, await self.send(_calls.cancel(thread_id, branch_id)))
 
+    async def steer(
+        self,
+        thread_id: str,
+        text: str | None = None,
+        *,
+        content: list[dict[str, Any]] | None = None,
+        branch_id: str | None = None,
+    ) -> Appended:
+        call = _calls.steer(thread_id, text, content=content, branch_id=branch_id)
+        return cast(Appended, await self.send(call))
+
+    async def stop(
+        self, thread_id: str, reason: str | None = None, *, branch_id: str | None = None
+    ) -> Appended:
+        return cast(Appended, await self.send(_calls.stop(thread_id, reason, branch_id=branch_id)))
+
     async def set_model(
         self,
         thread_id: str,
