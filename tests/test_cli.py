@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -416,14 +418,18 @@ def aws_store(monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    monkeypatch.setenv("EVENTS_TABLE", "events")
-    monkeypatch.setenv("STATE_TABLE", "state")
-    monkeypatch.setenv("ARTIFACTS_BUCKET", "artifacts")
+    # Names of this test's own: a moto mock started earlier in the process (the conformance
+    # env keeps one running) makes this one nested, and a nested mock starts from its data.
+    suffix = uuid.uuid4().hex[:8]
+    events, state, bucket = f"events-{suffix}", f"state-{suffix}", f"artifacts-{suffix}"
+    monkeypatch.setenv("EVENTS_TABLE", events)
+    monkeypatch.setenv("STATE_TABLE", state)
+    monkeypatch.setenv("ARTIFACTS_BUCKET", bucket)
     monkeypatch.setenv("THREADS_TENANT", "acme")
     with mock_aws():
         ddb = boto3.client("dynamodb")
         ddb.create_table(
-            TableName="events",
+            TableName=events,
             BillingMode="PAY_PER_REQUEST",
             AttributeDefinitions=[
                 {"AttributeName": "branch_id", "AttributeType": "S"},
@@ -435,7 +441,7 @@ def aws_store(monkeypatch):
             ],
         )
         ddb.create_table(
-            TableName="state",
+            TableName=state,
             BillingMode="PAY_PER_REQUEST",
             AttributeDefinitions=[
                 {"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "gsi1pk", "gsi1sk")
@@ -455,7 +461,7 @@ def aws_store(monkeypatch):
                 }
             ],
         )
-        boto3.client("s3").create_bucket(Bucket="artifacts")
+        boto3.client("s3").create_bucket(Bucket=bucket)
         yield ddb
 
 
@@ -484,7 +490,7 @@ def test_store_import_torn_then_complete(
     assert "head unverified" in out
     from threads_aws.store.events import EventStore
 
-    rec = EventStore(aws_store, "events", "state").head(branch)
+    rec = EventStore(aws_store, os.environ["EVENTS_TABLE"], os.environ["STATE_TABLE"]).head(branch)
     assert rec.state == "inspection_only" and rec.head_verified is False and rec.dropped_ref
     # the stored prefix of the full export: importing the full file appends the missing line
     full = _copy(tmp_path, "reduce-simple-run")
