@@ -70,16 +70,6 @@ class Notes:
             n = int(stored["n"]["N"])
         return n
 
-    def count(self, tenant: str) -> int:
-        out = self.ddb.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": S(f"NOTE#{tenant}")},
-            Select="COUNT",
-            ConsistentRead=True,
-        )
-        return int(out["Count"])
-
     def _get(self, key: Item) -> Item | None:
         item: Item | None = self.ddb.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         return item
