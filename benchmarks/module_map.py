@@ -46,8 +46,10 @@ def main() -> None:
     total = sum(n for n, _ in modules)
     print(f"modules {len(modules)}  lines {total}  functions {len(functions)}")
     print("generated (not counted): " + ", ".join(f"{rel} {n}" for n, rel in generated))
-    print(f"modules over 400 lines: {sum(n > 400 for n, _ in modules)}; "
-          f"functions over 60 lines: {sum(n > 60 for n, _ in functions)}")
+    print(
+        f"modules over 400 lines: {sum(n > 400 for n, _ in modules)}; "
+        f"functions over 60 lines: {sum(n > 60 for n, _ in functions)}"
+    )
     for title, rows in (("modules", modules), ("classes", classes), ("functions", functions)):
         print(f"largest {title}:")
         for n, name in sorted(rows, reverse=True)[: args.top]:
