@@ -16,6 +16,7 @@ from ..core.canonical import sha256_hex
 from ..core.fold import Fold, Turn
 from ..writer import Draft, View
 from .calls import Calls
+from .deltas import DeltaPublisher
 from .loop import HOST, MODEL, RECOVERY
 from .models import ModelError, ModelResult
 
@@ -110,6 +111,7 @@ class ModelTurn(Calls):
         data = {"attempt": attempt, "declared_prefix": prefix, "request_ref": ref}
         rid = self.append(view, [Draft("model_request", data, HOST)])[0].event_id
         assert rid is not None
+        live = DeltaPublisher(self.ctx.stores.deltas, self.branch_id, rid)  # token deltas
         try:
             answer = adapter.complete(
                 body,
@@ -117,6 +119,7 @@ class ModelTurn(Calls):
                 request_event_id=rid,
                 branch_id=self.branch_id,
                 artifacts=self.ctx.artifacts,
+                on_delta=live,
             )
         except ModelError as exc:  # classified by the adapter: outcome, reason, billing, retry-after
             failed = exc.abandoned(rid, ABANDON_REASONS)
@@ -126,6 +129,8 @@ class ModelTurn(Calls):
             unknown = {"provider_outcome": "unknown", "reason": "provider_error", "request_event_id": rid}
             self.append_sticky(lambda v: [Draft("model_attempt_abandoned", unknown, HOST)])
             return None
+        finally:
+            live.close()  # every delta is written before the answer commits
         self.append_sticky(lambda v: self.answer_drafts(v, rid, answer))
         return None
 

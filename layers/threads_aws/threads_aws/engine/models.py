@@ -192,6 +192,10 @@ class DemoModel:
     - anything else → the text `You said: "<line>"`.
 
     When the request ends with a tool result it answers `Done: <preview>` and ends the turn.
+
+    Its text streams through `on_delta` a word at a time, like a provider's, with
+    THREADS_DEMO_DELTA_MS (default 0; `threads-aws dev` sets 30) between words, so a local
+    subscriber watches the answer arrive before its `model_response` commits.
     """
 
     def complete(
@@ -205,6 +209,8 @@ class DemoModel:
         on_delta: DeltaCallback | None = None,
     ) -> ModelResult:
         content, stop = self.answer(request)
+        if on_delta is not None:
+            stream_words(content, on_delta, _env_ms("THREADS_DEMO_DELTA_MS"))
         return ModelResult(content, stop, estimate_usage(request, content))
 
     def answer(self, request: bytes) -> tuple[list[dict[str, Any]], str]:
@@ -244,6 +250,29 @@ class DemoModel:
         if text.strip().lower() == "time":
             return "time", {}
         return None
+
+
+def stream_words(content: list[dict[str, Any]], on_delta: DeltaCallback, pause_ms: int = 0) -> None:
+    """Each text part through `on_delta`, one word (with its trailing space) per call."""
+    import re
+    import time
+
+    for part in content:
+        if part.get("type") != "text":
+            continue
+        for i, word in enumerate(re.findall(r"\s*\S+\s*|\s+", str(part.get("text", "")))):
+            if pause_ms and i:
+                time.sleep(pause_ms / 1000)
+            on_delta("text", word)
+
+
+def _env_ms(name: str) -> int:
+    import os
+
+    try:
+        return max(0, min(int(os.environ.get(name, "0")), 10_000))
+    except ValueError:
+        return 0
 
 
 # ------------------------------------------------------------------ registry

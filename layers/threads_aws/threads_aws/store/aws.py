@@ -8,6 +8,7 @@ from .api_keys import ApiKeyRows
 from .approvals import Approvals
 from .artifacts import ArtifactStore
 from .channel_threads import ChannelThreads
+from .deltas import DeltaRows
 from .events import EventStore
 from .inbox import Inbox
 from .index import ThreadIndex
@@ -38,4 +39,5 @@ def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, *
         resources=ResourceLedger(ddb, table),
         inbox=Inbox(ddb, table),
         channel_threads=ChannelThreads(ddb, table),
+        deltas=DeltaRows(ddb, table, clock=clock),
     )

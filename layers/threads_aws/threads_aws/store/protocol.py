@@ -19,6 +19,7 @@ from .api_keys import ApiKeyRow
 from .approvals import ApprovalRow
 from .branches import BranchRecord, NewBranch
 from .channel_threads import ChannelRoute
+from .deltas import DeltaRow
 from .inbox import InboxRow
 from .index import ThreadRecord
 from .notes import Note
@@ -175,6 +176,14 @@ class ChannelThreadStore(Protocol):
     def get(self, tenant: str, channel: str, installation_id: str, address: str) -> ChannelRoute | None: ...
 
     def create(self, route: ChannelRoute) -> Companion: ...
+class DeltaStore(Protocol):
+    """Live delta rows of model requests in flight (`store.deltas.DeltaRows`)."""
+
+    def put(self, row: DeltaRow) -> bool: ...
+
+    def head_and_rows(
+        self, branch_id: str, request_event_ids: Sequence[str] = ()
+    ) -> tuple[BranchRecord | None, dict[str, DeltaRow]]: ...
 
 
 class StepQueue(Protocol):
@@ -200,3 +209,4 @@ class Stores:
     resources: ResourceStore
     inbox: InboxStore
     channel_threads: ChannelThreadStore
+    deltas: DeltaStore | None = None  # live surfaces only: none means no token deltas
