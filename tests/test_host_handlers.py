@@ -140,17 +140,16 @@ def test_served_contract_is_schemas_openapi_plus_what_is_ours():
         assert _ours(op["responses"]["200"]["headers"]["Link"]), path
 
 
-def test_template_declares_every_route():
+@pytest.mark.parametrize("mode", ["stream", "window"])
+def test_template_declares_every_route(mode):
     from threads_aws.host.runtime import openapi
-    from threads_aws.local.infra import load_template
+    from threads_aws.local.sam import parse_template
 
     doc = json.loads(openapi()["body"])
-    tpl = load_template(REPO / "template.yaml")
-    declared = set()
-    for res in tpl["Resources"].values():
-        for ev in (res.get("Properties", {}).get("Events") or {}).values():
-            if ev.get("Type") == "Api":
-                declared.add((ev["Properties"]["Path"], ev["Properties"]["Method"].lower()))
+    # Function events and the Api's DefinitionBody (the run stream's switchable integration).
+    routes = parse_template(REPO / "template.yaml", {"RunStreamMode": mode}).routes
+    declared = {(r.path, r.method.lower()) for r in routes}
+    assert len(declared) == len(routes)
     wanted = {
         (p, m)
         for p, item in doc["paths"].items()

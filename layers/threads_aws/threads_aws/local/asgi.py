@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from .gateway import MAX_REQUEST, Gateway, Request, Response
+from .gateway import MAX_REQUEST, Gateway, Request, Response, StreamedResponse
 
 log = logging.getLogger("threads_aws.local")
 
@@ -93,6 +93,11 @@ class GatewayApp:
             req = Request(method, path, query, headers, body, client[0])
             loop = asyncio.get_running_loop()
             resp = await loop.run_in_executor(self.pool, self.gateway.handle, req)
+            if isinstance(resp, StreamedResponse):  # a streaming route's app has the connection
+                if await resp.stream.serve(receive, send):
+                    log.info("%s %s streamed %dms", method, path, (time.monotonic() - started) * 1000)
+                    return
+                resp = self.gateway.reject("DEFAULT_5XX", req)
         await self._send(send, resp.status, resp.headers, b"" if method == "HEAD" else resp.body, resp)
         log.info(
             "%s %s %d %dms",

@@ -107,6 +107,13 @@ class Response:
 
 
 @dataclass
+class StreamedResponse(Response):
+    """A STREAM integration's answer: served on the connection by `local.asgi` (`local.lwa`)."""
+
+    stream: Any = None
+
+
+@dataclass
 class Request:
     method: str
     path: str  # raw path, without the query string
@@ -288,6 +295,8 @@ class Gateway:
             event = self._proxy_event(req, route, api, params, request_id)
             if route.authorizer is not None:
                 event["requestContext"]["authorizer"] = self._authorize(req, route, api, event)
+            if route.stream:  # responseTransferMode STREAM: the ASGI app answers (local.lwa)
+                return self._streamed(route, event)
             return self._integrate(route, event)
         except GatewayError as exc:
             return self._gateway_response(exc, api, req, request_id)
@@ -446,6 +455,18 @@ class Gateway:
         except (TypeError, ValueError, KeyError) as exc:
             log.error("%s: malformed proxy response (%s): %.300r", route.function, exc, answer)
             raise GatewayError("DEFAULT_5XX") from None
+
+    def _streamed(self, route: ApiRoute, event: dict[str, Any]) -> Response:
+        from .lwa import Streamed
+
+        f = self.handlers.functions[route.function]
+        try:
+            app = self.handlers.handler(route.function)
+        except Exception:
+            log.exception("%s: app not loadable (API Gateway answers 502)", route.function)
+            raise GatewayError("DEFAULT_5XX") from None
+        stream = Streamed(app, event, f.logical_id, f.arn(self.region), f.timeout_s, f.memory_mb)
+        return StreamedResponse(200, [], b"", stream)
 
     @staticmethod
     def _proxy_response(answer: Any, request_id: str) -> Response:

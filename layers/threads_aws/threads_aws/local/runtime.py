@@ -74,7 +74,12 @@ def module_name(f: Function) -> str:
 
 
 def load_handler(f: Function) -> Callable[..., Any]:
-    """Import `<CodeUri>/<module path>.py` under a unique name and return its handler attribute."""
+    """Import `<CodeUri>/<module path>.py` under a unique name and return its handler attribute
+    (a web adapter function's handler is its ASGI app: `local.lwa`)."""
+    if f.asgi is not None:
+        from .lwa import load_asgi
+
+        return load_asgi(f.logical_id, f.code_dir, f.asgi)  # type: ignore[no-any-return]
     mod_path, _, attr = f.handler.rpartition(".")
     if not mod_path or not attr:
         raise ValueError(f"{f.logical_id}: Handler {f.handler!r} is not module.attribute")

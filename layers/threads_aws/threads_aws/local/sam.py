@@ -24,6 +24,7 @@ class Function:
     timeout_s: int
     memory_mb: int
     environment: Mapping[str, Any]  # unresolved values (Ref/Sub/...)
+    asgi: str | None = None  # a Lambda Web Adapter function's app, "module:attr" (local.lwa)
 
     def arn(self, region: str) -> str:
         return f"arn:aws:lambda:{region}:{ACCOUNT}:function:{self.logical_id}"
@@ -37,6 +38,7 @@ class ApiRoute:
     path: str  # "/v1/threads/{thread_id}"
     method: str  # "GET", ... or "ANY"
     authorizer: str | None  # name in the Api's Authorizers; None: open
+    stream: bool = False  # integration responseTransferMode STREAM (local.lwa)
 
 
 @dataclass(frozen=True)
@@ -132,10 +134,14 @@ def _unquote(v: Any) -> str:
     return s[1:-1] if len(s) >= 2 and s[0] == s[-1] == "'" else s
 
 
-def parse_template(path: str | os.PathLike[str]) -> Template:
+def parse_template(path: str | os.PathLike[str], parameters: Mapping[str, str] | None = None) -> Template:
+    """`parameters` override the template's parameter defaults (as `--parameter-overrides`)."""
+    from . import lwa
+
     path = Path(path).resolve()
     doc = load_template(path)
     params = {k: str(p["Default"]) for k, p in (doc.get("Parameters") or {}).items() if "Default" in p}
+    params.update(parameters or {})
     glob = (doc.get("Globals") or {}).get("Function") or {}
     glob_api = (doc.get("Globals") or {}).get("Api") or {}
     out = Template(
@@ -202,6 +208,7 @@ def parse_template(path: str | os.PathLike[str]) -> Template:
             timeout_s=int(p.get("Timeout") or 3),
             memory_mb=int(p.get("MemorySize") or 128),
             environment=env,
+            asgi=lwa.asgi_target((path.parent / code_uri).resolve(), p["Handler"], env),
         )
         for ev_name, ev in (p.get("Events") or {}).items():
             kind = ev.get("Type")
@@ -241,6 +248,14 @@ def parse_template(path: str | os.PathLike[str]) -> Template:
                 out.skipped.append(f"{lid}.{ev_name}: event type {kind} not emulated")
         if p.get("FunctionUrlConfig"):
             out.function_urls[lid] = res.get("Metadata") or {}
+    for lid, res in resources.items():  # routes an Api declares in its inline DefinitionBody
+        body = (res.get("Properties") or {}).get("DefinitionBody")
+        if res.get("Type") != "AWS::Serverless::Api" or lid not in out.apis or not isinstance(body, dict):
+            continue
+        conditions = doc.get("Conditions") or {}
+        for r in lwa.definition_routes(body, conditions, params, out.apis[lid].default_authorizer):
+            route = ApiRoute(r.function, "DefinitionBody", lid, r.path, r.method, r.authorizer, r.stream)
+            out.routes.append(route)
     return out
 
 
