@@ -125,6 +125,8 @@ class DevServer:
         env["POWERTOOLS_TRACE_DISABLED"] = "true"  # no X-Ray daemon here
         if self.dev_tokens:
             env["THREADS_DEV_TOKENS"] = "1"
+        if "THREADS_DEMO_DELTA_MS" not in os.environ:  # the demo model's words arrive one by one
+            env["THREADS_DEMO_DELTA_MS"] = "30"
         env.update(self.extra_env)
         self.env = {**aws_env, **env}
         self._set_env(env, unset=() if self.dev_tokens else ("THREADS_DEV_TOKENS",))
