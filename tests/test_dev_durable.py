@@ -87,6 +87,8 @@ class Dev:
                 msg = json.loads(fields["data"])
                 if msg["kind"] == "result":
                     return msg["result"]  # type: ignore[no-any-return]
+                if "id" not in fields:  # a transient delta or status message
+                    continue
                 last = fields["id"].strip()
         raise AssertionError(f"run {run_id} did not settle in {DEADLINE_S}s")
 

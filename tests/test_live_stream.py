@@ -325,15 +325,19 @@ def test_a_resumed_stream_never_replays_a_delta_of_a_request_it_knew(app, host, 
 
 def test_heartbeats_while_quiet_and_while_parked_through_parks(host, aws):
     app = StreamApp(lambda: host, lambda: LiveSettings(poll_ms=20, idle_poll_ms=20, heartbeat_ms=150))
+    def pings(g: Got) -> int:
+        return sum(m.comment == "ping" for m in g.messages)
+
     run = start(host)  # running, and no worker: nothing happens
-    got = call(app, events_path(run), timeout=0.7)
-    assert sum(m.comment == "ping" for m in got.messages) >= 3
+    got = call(app, events_path(run), stop=lambda g: pings(g) >= 3, timeout=10)
+    assert pings(got) >= 3 and not any(d["kind"] == "result" for d in got.data())
+    gaps = [b[0] - a[0] for a, b in zip(got.chunks[1:], got.chunks[2:], strict=False)]
+    assert all(g >= 0.1 for g in gaps)  # one per heartbeat interval, not per tick
     park_on_approval(host, run)
-    got = call(app, events_path(run), timeout=0.5)  # a park is the result...
+    got = call(app, events_path(run), timeout=5)  # a park is the result...
     assert got.data()[-1]["result"]["status"] == "parked" and got.complete
-    got = call(app, events_path(run), query="through_parks=true", timeout=0.7)  # ...unless asked
-    assert not any(d["kind"] == "result" for d in got.data())
-    assert sum(m.comment == "ping" for m in got.messages) >= 3
+    got = call(app, events_path(run), query="through_parks=true", stop=lambda g: pings(g) >= 3, timeout=10)
+    assert pings(got) >= 3 and not any(d["kind"] == "result" for d in got.data())  # ...unless asked
 
 
 def test_the_stream_ends_before_the_deadline_with_a_retry(app, host):

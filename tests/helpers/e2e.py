@@ -98,6 +98,9 @@ class Dev:
                 if msg["kind"] == "result":
                     assert "id" not in fields and msg["run_id"] == run_id
                     return events, last_id, msg["result"]
+                if msg["kind"] in ("delta", "status"):  # transient: no id, never replayed
+                    assert "id" not in fields
+                    continue
                 seq = int(fields["id"])
                 assert last_id is None or seq > last_id, "a duplicate or out-of-order event"
                 assert msg["event"]["seq"] == seq

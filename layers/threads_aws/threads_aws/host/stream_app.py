@@ -96,6 +96,8 @@ class StreamApp:
             return
         if scope["type"] != "http":
             return
+        # The last value of a repeated header wins: the adapter adds its x-amzn-request-context
+        # after the headers the client sent, so a client can never pose as another principal.
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         route = ROUTE.fullmatch(scope["path"])
         if route is None or scope["method"] not in ("GET", "HEAD"):
