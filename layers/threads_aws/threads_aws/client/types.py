@@ -169,6 +169,8 @@ class DeltaMessage(TypedDict):
     kind: Literal["delta"]
     request_event_id: str
     text: str
+    offset: NotRequired[int]  # ours: the chunk's position in the request's text, in code points
+    thinking: NotRequired[Literal[True]]  # ours: a reasoning chunk (only with thinking=True)
 
 
 class StatusMessage(TypedDict):
