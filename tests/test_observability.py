@@ -215,3 +215,41 @@ def test_a_failing_step_is_logged_with_its_keys_and_counted(logs, capsys):
     line = logs()[-1]
     assert line["level"] == "ERROR" and line["branch_id"] == "b-3" and "KeyError" in line["exception"]
     assert metric_values(emf(capsys.readouterr().out), Metric.STEPS, state="error") == [1.0]
+
+
+def test_a_replayed_start_counts_accepted_but_not_started(env, capsys):
+    handler = load_handler("start_run")
+    ev = sample("start_run")
+    assert handler(ev, ctx("start-run"))["statusCode"] == 202
+    docs = emf(capsys.readouterr().out)
+    assert metric_values(docs, Metric.RUNS_ACCEPTED) == [1.0]
+    assert metric_values(docs, Metric.RUNS_STARTED) == [1.0]
+    assert handler(ev, ctx("start-run"))["statusCode"] == 202  # the same key and body: a replay
+    docs = emf(capsys.readouterr().out)
+    assert metric_values(docs, Metric.RUNS_ACCEPTED) == [1.0]
+    assert metric_values(docs, Metric.RUNS_STARTED) == []
+
+
+def test_a_step_counts_the_turn_end_times_the_model_and_logs_its_thread_and_run(aws, logs, capsys):
+    from helpers.engine import make_ctx, new_thread, run, say, scripted
+    from threads_aws.engine.models import ScriptedModel
+
+    log = logging.getLogger("threads_aws.engine")
+    model = ScriptedModel(hook=lambda _request, _rid: log.info("calling the model"))
+    engine = make_ctx(aws, scripted(model))
+    branch_id = new_thread(engine)
+    run_id = say(engine, branch_id, "hello")
+    thread_id = engine.writer.load(branch_id).record.thread_id
+
+    @observability.entry("sqs")
+    def handler(event: dict[str, Any], context: Any) -> None:
+        assert run(engine, branch_id).state == "idle"
+
+    handler({"Records": []}, ctx("run-step"))
+    line = next(x for x in logs() if x["message"] == "calling the model")
+    assert (line["thread_id"], line["run_id"]) == (thread_id, run_id)
+    docs = emf(capsys.readouterr().out)
+    assert metric_values(docs, Metric.RUNS_SETTLED, outcome="end_turn") == [1.0]
+    adapter = engine.writer.load(branch_id).fold.settings["adapter"]["name"]
+    (ms,) = metric_values(docs, Metric.MODEL_LATENCY, adapter=adapter)
+    assert ms >= 0

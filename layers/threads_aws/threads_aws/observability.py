@@ -28,10 +28,10 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -46,7 +46,8 @@ class Metric:
     """Metric names (CloudWatch, namespace NAMESPACE)."""
 
     RUNS_ACCEPTED = "RunsAccepted"  # POST /v1/runs answered 202 (replays of a key included)
-    RUNS_SETTLED = "RunsSettled"  # dimension outcome: completed, parked, failed, cancelled, ...
+    RUNS_STARTED = "RunsStarted"  # a run committed with a new receipt (replays not counted)
+    RUNS_SETTLED = "RunsSettled"  # a turn_completed appended; dimension outcome: its reason
     STEPS = "Steps"  # run-step records served; dimension state: idle, parked, more, busy, error
     STEP_DURATION = "StepDuration"  # ms per record, dimension state
     EVENTS_APPENDED = "EventsAppended"  # log lines a step appended
@@ -68,6 +69,7 @@ _metrics: ContextVar[dict[Dimensions, list[tuple[str, str, float]]] | None] = Co
 _cold = True
 
 F = TypeVar("F", bound=Callable[..., Any])
+A = TypeVar("A")
 
 
 # ---------------------------------------------------------------- log keys
@@ -156,6 +158,40 @@ def run_accepted(body: str) -> None:
     count(Metric.RUNS_ACCEPTED)
 
 
+def branch_loaded(thread_id: str, run_id: str | None) -> None:
+    """The run step loaded its branch: its thread and the open turn's run on the log lines."""
+    bind(thread_id=thread_id, run_id=run_id)
+
+
+def turn_ends(types_and_data: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+    """Appended events: each `turn_completed` counts a settled run by its reason."""
+    for kind, data in types_and_data:
+        if kind == "turn_completed":
+            count(Metric.RUNS_SETTLED, outcome=str(data.get("reason")))
+
+
+class _TimedAdapter:
+    """A model adapter whose `complete` is timed as ModelLatency (failures included); every
+    other attribute is the adapter's own (its `preflight`, capabilities, ...)."""
+
+    def __init__(self, adapter: Any, name: str) -> None:
+        self._adapter = adapter
+        self._name = name
+
+    def complete(self, *args: Any, **kwargs: Any) -> Any:
+        with timed(Metric.MODEL_LATENCY, adapter=self._name):
+            return self._adapter.complete(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._adapter, name)
+
+
+def model_latency(adapter: A, ref: Mapping[str, Any]) -> A:
+    """`adapter` with its model calls timed as ModelLatency, dimension adapter: the settings'
+    adapter name (`ref`: the settings' `adapter` object)."""
+    return cast(A, _TimedAdapter(adapter, str(ref.get("name") if isinstance(ref, Mapping) else ref)))
+
+
 def message_attributes() -> dict[str, Any]:
     """`send_message` keyword arguments carrying the bound correlation id to the worker."""
     cid = correlation_id()
@@ -241,6 +277,7 @@ __all__ = [
     "Metric",
     "bind",
     "bound",
+    "branch_loaded",
     "correlation_id",
     "count",
     "duration_ms",
@@ -248,7 +285,9 @@ __all__ = [
     "flush",
     "logger",
     "message_attributes",
+    "model_latency",
     "run_accepted",
     "step",
     "timed",
+    "turn_ends",
 ]

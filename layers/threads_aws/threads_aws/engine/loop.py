@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from .. import observability
 from ..core.errors import LogError
 from ..core.lines import StoredLine
 from ..store.records import Lease
@@ -65,6 +66,7 @@ class StepBase:
             self.branch_id, drafts, epoch=self.lease.epoch, view=view, companions=companions
         )
         self.appended += len(lines)
+        observability.turn_ends((d.type, d.data) for d in drafts)  # RunsSettled by reason
         return lines
 
     def append_sticky(self, build: Callable[[View], Sequence[Draft]]) -> list[StoredLine]:

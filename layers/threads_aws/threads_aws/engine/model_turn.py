@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import observability
 from ..core.canonical import sha256_hex
 from ..core.fold import Fold, Turn
 from ..writer import Draft, View
@@ -102,6 +103,7 @@ class ModelTurn(Calls):
             adapter = self.ctx.models(settings["model"], settings["adapter"])
         except LookupError:
             return self.complete_turn(view, "model_unavailable")
+        adapter = observability.model_latency(adapter, settings["adapter"])  # its calls timed
         renderer = self.ctx.renderer(view)
         body = renderer.request(self.ctx.artifacts.get_ref)
         head = renderer.line0()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import observability
 from ..core.errors import LogError
 from ..core.fold import Turn
 from ..writer import Draft, View
@@ -69,7 +70,10 @@ class _Step(ModelTurn, Cancel):
                 return "more"
             try:
                 self.maybe_renew()
-                state = self.decide(self.ctx.writer.load(self.branch_id))
+                view = self.ctx.writer.load(self.branch_id)
+                opener = view.fold.turn.opener  # the latest run's user_input: its event id is the run id
+                observability.branch_loaded(view.record.thread_id, opener["event_id"] if opener else None)
+                state = self.decide(view)
             except Stop as stop:
                 return stop.state
             except LogError as exc:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .. import observability
 from ..agents import Agent
 from ..core.canonical import canonical_hash, new_uuid7
 from ..core.errors import LogError
@@ -65,6 +66,7 @@ class Runs(HostBase):
                     raise
                 return self._replay_or(principal, key, body_hash, exc)
             self._wake(accepted["branch_id"], "user_input")
+            observability.count(observability.Metric.RUNS_STARTED)  # a new receipt, not a replay
             return accepted
         return self._replay_or(
             principal, key, body_hash, ApiError("branch_busy", "the branch kept moving; retry")
