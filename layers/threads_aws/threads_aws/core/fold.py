@@ -74,6 +74,11 @@ class Turn:
     pauses: int = 0  # its model_responses that stopped with pause_turn
     steered: bool = False  # a steer follows its latest model_request (the model hasn't seen it)
     stop_when_idle: bool = False  # finish what is in flight, request nothing new
+    # run limits (engine.budgets, engine.output, engine.compaction read these)
+    first_request_seq: int = 0  # its first model_request (the one that holds the turn's unit)
+    turn_request_seq: int = 0  # its latest model_request of purpose turn
+    truncations: int = 0  # its turn responses that stopped with max_tokens
+    output_rejections: int = 0  # its output_validated{rejected}
 
 
 def epoch_settings(ev: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -155,6 +160,9 @@ class Fold:
     )  # seq -> (quiescent, expires, id)
     last_compacted_seq: int = 0
     last_compacted_range: tuple[int, int] = (0, 0)
+    compaction_failures: int = 0  # compaction_failed since the last compacted (the breaker)
+    last_compaction_failed_seq: int = 0
+    inputs: list[int] = field(default_factory=list)  # seq of every user_input (runs), in order
     last_known_seq: int = 0  # seq of the last known event (unknown ones are skipped by rules)
     last_style_seq: int = 0  # seq of the latest injected{source: output_style}
     # usage
@@ -226,6 +234,7 @@ class Fold:
         self.turn_open = True
         self.turn = Turn(opener=ev)
         self.budget_blocked = False
+        self.inputs.append(seq)
 
     def _on_steer(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         if self.handed_off:
@@ -243,6 +252,18 @@ class Fold:
         self.awaiting[ev["event_id"]] = seq
         self.last_request = self.turn.last_model = ev
         self.turn.steered = False
+        if not self.turn.first_request_seq:
+            self.turn.first_request_seq = seq
+        if d.get("purpose", "turn") == "turn":
+            self.turn.turn_request_seq = seq
+
+    def purpose_of(self, request_event_id: str) -> str | None:
+        """`purpose` of a model_request on the chain (turn when absent), None if unknown."""
+        seq = self.seq_of.get(request_event_id)
+        if seq is None:
+            return None
+        req = self.events[seq - 1]
+        return str(req["data"].get("purpose", "turn")) if req["type"] == "model_request" else None
 
     def _settle_attempt(self, d: dict[str, Any]) -> None:
         self.awaiting.pop(d["request_event_id"], None)
@@ -252,6 +273,8 @@ class Fold:
         self.turn.last_model = ev
         if d["stop_reason"] == "pause_turn" and ev["type"] == "model_response":
             self.turn.pauses += 1
+        if d["stop_reason"] == "max_tokens" and self.purpose_of(d["request_event_id"]) == "turn":
+            self.turn.truncations += 1
         usage = d["usage"]
         i, o = usage["input_tokens"], usage["output_tokens"]
         # Sums of the known values per field; a response with either field null counts as
@@ -442,6 +465,11 @@ class Fold:
         self.compacted_ranges.append((lo, hi))
         self.last_compacted_seq = seq
         self.last_compacted_range = (lo, hi)
+        self.compaction_failures = 0
+
+    def _on_compaction_failed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.compaction_failures += 1
+        self.last_compaction_failed_seq = seq
 
     def _response_text(self, request_event_id: str) -> bytes | None:
         """UTF-8 bytes of the text parts (concatenated, inferred) of the latest response to
@@ -502,6 +530,8 @@ class Fold:
 
             if not validates(out["schema"], d["value"]):
                 raise self._bad(seq, "accepted value does not validate against the pinned schema")
+        else:
+            self.turn.output_rejections += 1
 
     def _on_context_edited(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         for edit in d["edits"]:

@@ -9,14 +9,18 @@ worker took the lease: stop at once and dispatch nothing more.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from .. import observability
 from ..core.errors import LogError
 from ..core.lines import StoredLine
-from ..store.records import Lease
+from ..store.records import CompanionFailed, Lease
 from ..writer import Companions, Draft, View
+from .budget_plan import is_settlement, with_settlement
 from .context import EngineContext
+
+log = logging.getLogger("threads_aws.engine")
 
 STICKY_RETRIES = 8
 
@@ -62,9 +66,26 @@ class StepBase:
     def append(
         self, view: View, drafts: Sequence[Draft], companions: Companions | None = None
     ) -> list[StoredLine]:
-        _, lines = self.ctx.writer.append(
-            self.branch_id, drafts, epoch=self.lease.epoch, view=view, companions=companions
-        )
+        """Append under the lease epoch; a model attempt's answer settles its budget rows in the
+        same transaction (`budget_plan`)."""
+        try:
+            _, lines = self.ctx.writer.append(
+                self.branch_id,
+                drafts,
+                epoch=self.lease.epoch,
+                view=view,
+                companions=with_settlement(self.ctx, companions),
+            )
+        except CompanionFailed as exc:
+            if not is_settlement(exc.tag):
+                raise
+            # Rows the attempt never reserved (a request older than its budget's ledger): the
+            # answer is a fact and commits without them; the ledger keeps the bound.
+            log.warning("budget rows of an answer on %s were not reserved: settling skipped", self.branch_id)
+            view = self.ctx.writer.load(self.branch_id)
+            _, lines = self.ctx.writer.append(
+                self.branch_id, drafts, epoch=self.lease.epoch, view=view, companions=companions
+            )
         self.appended += len(lines)
         observability.turn_ends((d.type, d.data) for d in drafts)  # RunsSettled by reason
         return lines

@@ -16,6 +16,7 @@ from .. import observability
 from ..core.canonical import sha256_hex
 from ..core.fold import Fold, Turn
 from ..writer import Draft, View
+from .budgets import Budgets
 from .calls import Calls
 from .deltas import DeltaPublisher
 from .loop import HOST, MODEL, RECOVERY
@@ -48,7 +49,7 @@ def abandon_open_attempts(f: Fold, reason: str) -> list[Draft]:
     ]
 
 
-class ModelTurn(Calls):
+class ModelTurn(Calls, Budgets):
     def next_model_step(self, view: View, turn: Turn) -> str | None:
         """Request again or complete the turn, from the latest answer. Under `stop_when_idle`
         (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`."""
@@ -111,7 +112,10 @@ class ModelTurn(Calls):
         ref = self.ctx.artifacts.put(body, "application/x-ndjson")  # the bytes first (C2)
         self.maybe_renew(force=True)
         data = {"attempt": attempt, "declared_prefix": prefix, "request_ref": ref}
-        rid = self.append(view, [Draft("model_request", data, HOST)])[0].event_id
+        lines = self.append_request(view, [Draft("model_request", data, HOST)])  # with its budgets
+        if lines is None:
+            return None  # a covering budget refused it (engine.budgets)
+        rid = lines[0].event_id
         assert rid is not None
         live = DeltaPublisher(self.ctx.stores.deltas, self.branch_id, rid)  # token deltas
         try:

@@ -7,6 +7,7 @@ from typing import Any
 from .api_keys import ApiKeyRows
 from .approvals import Approvals
 from .artifacts import ArtifactStore
+from .budget_ledger import BudgetLedger
 from .channel_threads import ChannelThreads
 from .deltas import DeltaRows
 from .events import EventStore
@@ -40,4 +41,5 @@ def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, *
         inbox=Inbox(ddb, table),
         channel_threads=ChannelThreads(ddb, table),
         deltas=DeltaRows(ddb, table, clock=clock),
+        budget_ledger=BudgetLedger(ddb, table),
     )

@@ -18,6 +18,7 @@ from ..core.lines import StoredLine
 from .api_keys import ApiKeyRow
 from .approvals import ApprovalRow
 from .branches import BranchRecord, NewBranch
+from .budget_ledger import LedgerRow
 from .channel_threads import ChannelRoute
 from .deltas import DeltaRow
 from .inbox import InboxRow
@@ -176,6 +177,8 @@ class ChannelThreadStore(Protocol):
     def get(self, tenant: str, channel: str, installation_id: str, address: str) -> ChannelRoute | None: ...
 
     def create(self, route: ChannelRoute) -> Companion: ...
+
+
 class DeltaStore(Protocol):
     """Live delta rows of model requests in flight (`store.deltas.DeltaRows`)."""
 
@@ -184,6 +187,30 @@ class DeltaStore(Protocol):
     def head_and_rows(
         self, branch_id: str, request_event_ids: Sequence[str] = ()
     ) -> tuple[BranchRecord | None, dict[str, DeltaRow]]: ...
+
+
+class BudgetLedgerStore(Protocol):
+    """Budget reservations and their running totals (`store.budget_ledger.BudgetLedger`)."""
+
+    def reserve(
+        self,
+        tag: str,
+        budget_id: str,
+        limit: str,
+        attempt_key: str,
+        amount: int,
+        limit_value: int,
+        *,
+        exact: bool,
+    ) -> list[Companion]: ...
+
+    def settle(
+        self, tag: str, budget_id: str, limit: str, attempt_key: str, amount: int, delta: int
+    ) -> list[Companion]: ...
+
+    def used(self, budget_id: str, limit: str) -> int: ...
+
+    def rows(self, budget_id: str) -> list[LedgerRow]: ...
 
 
 class StepQueue(Protocol):
@@ -209,4 +236,5 @@ class Stores:
     resources: ResourceStore
     inbox: InboxStore
     channel_threads: ChannelThreadStore
+    budget_ledger: BudgetLedgerStore
     deltas: DeltaStore | None = None  # live surfaces only: none means no token deltas
