@@ -276,3 +276,46 @@ def test_two_children_race_for_the_last_unit_and_exactly_one_gets_it(aws: Any) -
     assert ctx.stores.budget_ledger.used(f"run:{rec.thread_id}:{run_id}", "max_model_requests") == 2
     for wctx, kid, _ in workers:
         round_trip(wctx, kid)
+
+
+def test_setup_refuses_an_unenforceable_budget_before_writing(aws: Any) -> None:
+    from helpers.host import ALICE, append, make_host, start
+    from threads_aws.host.errors import ApiError
+
+    host = make_host(aws)
+    # the scripted agent pins max_tokens (an output bound) but lists no policy.models: no window
+    # bounds the input, no price the cost
+    for limit in ("max_input_tokens", "max_cost_nanos"):
+        with pytest.raises(ApiError) as exc:
+            start(host, budget={limit: 10_000})
+        assert exc.value.code == "invalid_request"
+        assert exc.value.message.startswith(f"budget_unenforceable: {limit}")
+    assert host.index.list_threads(ALICE.tenant)[0] == []  # nothing was written
+    ok = start(host, budget={"max_output_tokens": 10_000, "max_model_requests": 3, "max_wall_ms": 60_000})
+    append(host, ok["branch_id"], ("turn_completed", {"reason": "end_turn"}))
+    # a continuing run is checked against the branch's pinned policy alike
+    head = host.writer.load(ok["branch_id"]).head_seq
+    with pytest.raises(ApiError) as exc:
+        start(host, thread_id=ok["thread_id"], budget={"max_input_tokens": 5})
+    assert exc.value.message.startswith("budget_unenforceable")
+    assert host.writer.load(ok["branch_id"]).head_seq == head
+
+
+def test_unenforceable_limits_as_data() -> None:
+    from threads_aws.core.budgets import unenforceable
+
+    pinned = {"model": {"provider": "scripted", "name": "scripted-1"}, "model_params": {"max_tokens": 1024}}
+    unpinned = {**pinned, "model_params": {}}
+    every = {"max_cost_nanos": 1, "max_input_tokens": 1, "max_output_tokens": 1, "max_model_requests": 1}
+    assert unenforceable(every, {}, [pinned]) == ["max_cost_nanos", "max_input_tokens"]
+    assert unenforceable(every, {"models": [MODEL_ENTRY]}, [pinned, unpinned]) == []
+    # a fallback outside policy.models can't bound what the thread may run under
+    other = {**pinned, "model": {"provider": "demo", "name": "demo-2"}}
+    assert unenforceable(every, {"models": [MODEL_ENTRY]}, [pinned, other]) == [
+        "max_cost_nanos",
+        "max_input_tokens",
+    ]
+    # a pinned non-positive max_tokens is no output bound, and the model's cap doesn't replace it
+    zero = {**pinned, "model_params": {"max_tokens": 0}}
+    assert unenforceable(every, {"models": [MODEL_ENTRY]}, [zero]) == ["max_cost_nanos", "max_output_tokens"]
+    assert unenforceable(every, {"on_unknown_usage": "stop"}, [pinned]) == []

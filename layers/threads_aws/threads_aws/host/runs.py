@@ -15,9 +15,10 @@ from typing import Any
 
 from .. import observability
 from ..agents import Agent
+from ..core.budgets import unenforceable
 from ..core.canonical import canonical_hash, new_uuid7
 from ..core.errors import LogError
-from ..core.fold import Fold
+from ..core.fold import Fold, epoch_settings
 from ..core.importer import Importer
 from ..core.lines import StoredLine, header_line
 from ..store.branches import BranchRecord, NewBranch
@@ -119,11 +120,14 @@ class Runs(HostBase):
             header=header,
             create_thread=True,
         )
+        started = agent.thread_started()
+        settings = epoch_settings({"type": "thread_started", "data": started})
+        _check_budgets(user_input, started["policy"], [settings or {}, *agent.fallback_settings()])
         importer = Importer(now=now)
         importer.feed(header.raw)
         view = View(BranchRecord.new(spec, created_at=now), importer)
         drafts = [
-            Draft("thread_started", agent.thread_started(), HOST),
+            Draft("thread_started", started, HOST),
             Draft("user_input", user_input, user(principal)),
         ]
         lines = self.writer.build(view, drafts, epoch=1, now=now)
@@ -148,6 +152,8 @@ class Runs(HostBase):
             why = _not_runnable(view.fold, agent)
             if why:
                 raise ApiError("branch_not_runnable", why)
+            f = view.fold
+            _check_budgets(user_input, f.policy, [f.settings or {}, *agent.fallback_settings()])
             lines = self._commit(
                 view,
                 [lambda _: Draft("user_input", user_input, user(principal))],
@@ -191,6 +197,25 @@ def _user_input(body: dict[str, Any]) -> dict[str, Any]:
     if "budget" in body:
         user_input["budget"] = body["budget"]
     return user_input
+
+
+def _check_budgets(
+    user_input: dict[str, Any], policy: dict[str, Any], settings: Sequence[dict[str, Any]]
+) -> None:
+    """Refuse a run budget some model the thread may run under cannot bound per attempt
+    (semantics §Budgets: budget_unenforceable at setup, before anything is written). startRun's
+    typed errors don't list budget_unenforceable, so it is their nearest, invalid_request, with
+    the semantics' code leading the message."""
+    budget = user_input.get("budget")
+    if not budget:
+        return
+    bad = unenforceable(budget, policy, settings)
+    if bad:
+        raise invalid(
+            f"budget_unenforceable: {', '.join(bad)} has no per-attempt bound under this agent's "
+            "models (policy.models lacks the window, output cap or price) and "
+            "policy.on_unknown_usage is not stop"
+        )
 
 
 def _with(spec: NewBranch, lines: Sequence[StoredLine], companions: Sequence[Companion]) -> NewBranch:
