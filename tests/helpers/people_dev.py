@@ -1,8 +1,9 @@
 """One `threads-aws dev` subprocess shared by the client, CLI and /docs tests (started on first
 use, stopped at exit): starting one takes seconds, and the three only create their own threads.
 
-Its preload makes the run subscription's windows short (SSE_WAIT_MS 300 ms, retry 150 ms), so a
-run of a second or two spans several windows and every follower must resume with Last-Event-ID;
+Its preload makes the run subscription's windows short (SSE_WAIT_MS 300 ms, retry 150 ms; the
+live stream's connections end after STREAM_MAX_MS, 1 s, its least), so a run of a few seconds
+spans several connections and every follower must resume with Last-Event-ID;
 the demo model holds a request whose text contains `[hold]` until the test calls
 `release(branch_id)` (or 15 s pass), so a run is reliably still working while a test acts; and
 `pick: <question> | a, b` (`picks:` for several) asks a question with options.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from helpers.dev_process import DevProcess, dev_process
 
-WAIT_MS, RETRY_MS = 300, 150
+WAIT_MS, RETRY_MS, STREAM_MAX_MS = 300, 150, 1000
 PRELOAD = f"""\
 import os, time
 from pathlib import Path
@@ -28,6 +29,10 @@ from threads_aws.engine import models
 os.environ["SSE_WAIT_MS"] = "{WAIT_MS}"
 os.environ["SSE_POLL_MS"] = "50"
 os.environ["SSE_RETRY_MS"] = "{RETRY_MS}"
+# Read by host/live.py LiveSettings.from_env (the streaming integration, the template's default).
+os.environ["STREAM_MAX_MS"] = "{STREAM_MAX_MS}"
+os.environ["STREAM_POLL_MS"] = "50"
+os.environ["STREAM_RETRY_MS"] = "{RETRY_MS}"
 HOOK_DIR = Path(__file__).parent
 
 
