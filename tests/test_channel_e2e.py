@@ -136,21 +136,87 @@ def row_for(dev: DevProcess, item_key: str) -> Any:
     return wait(lambda: next((r for r in inbox_rows(dev) if r.item_key == item_key), None), what=item_key)
 
 
-def test_slack_message_starts_a_run(dev, fakes):
-    status, _ = send(dev, "/channels/slack/events", slack_message("hello there", "1790000100.000100", "EvA1"))
+def replies_in(slack: FakeSlack, thread_ts: str) -> list[dict[str, Any]]:
+    return [m for m in slack.bot_messages("C1") if m.get("thread_ts") == thread_ts]
+
+
+def test_slack_message_starts_a_run_and_the_answer_is_posted_once(dev, fakes):
+    slack, _ = fakes
+    ts = "1790000100.000100"
+    status, _ = send(dev, "/channels/slack/events", slack_message("hello there", ts, "EvA1"))
     assert status == 200
-    row = row_for(dev, "C1:1790000100.000100")
-    # the consumer applies it, the worker runs the turn on the demo model
-    events = wait(
-        lambda: (
-            (evs := thread_events(dev, row.thread_id))
-            and any(e["type"] == "turn_completed" for e in evs)
-            and evs
-        ),
-        what="the run's turn_completed",
-    )
+    row = row_for(dev, f"C1:{ts}")
+    # the consumer applies it, the worker runs the turn on the demo model, then replies
+    posted = wait(lambda: replies_in(slack, ts), what="the reply")
+    assert [m["text"] for m in posted] == ['You said: "hello there"']
+    events = thread_events(dev, row.thread_id)
     types = [e["type"] for e in events]
     assert types[:3] == ["thread_started", "channel_delivery", "user_input"]
+    assert types[-5:] == ["tool_call", "permission_decision", "effect_begin", "effect_commit", "tool_result"]
+    call = next(e for e in events if e["type"] == "tool_call")
+    response = next(e for e in events if e["type"] == "model_response")
+    assert call["data"]["call_id"] == f"send_{response['seq']}_0" and call["actor"] == {"kind": "host"}
+    assert call["data"]["input"]["address"] == f"C1:{ts}"
+    time.sleep(1.0)
+    assert len(replies_in(slack, ts)) == 1
+
+
+def test_the_same_delivery_three_times_starts_one_run_and_posts_one_answer(dev, fakes):
+    slack, _ = fakes
+    ts = "1790000300.000100"
+    first = slack_message("once please", ts, "EvR1")
+    for retry in (None, 1, 2):
+        signed = fs.signed_json(SECRET, json.loads(first.body), timestamp=int(time.time()), retry_num=retry)
+        assert send(dev, "/channels/slack/events", signed)[0] == 200
+    row = row_for(dev, f"C1:{ts}")
+    wait(lambda: replies_in(slack, ts), what="the reply")
+    time.sleep(1.5)
+    assert len(replies_in(slack, ts)) == 1
+    types = [e["type"] for e in thread_events(dev, row.thread_id)]
+    assert types.count("user_input") == 1 and types.count("channel_delivery") == 1
+    assert len([r for r in inbox_rows(dev) if r.item_key == f"C1:{ts}"]) == 1
+
+
+def press(challenge_id: str, user: str, ts: str, trigger: str) -> Any:
+    payload = fs.block_actions(
+        [fs.button_action(challenge_id, "grant")],
+        team_id=TEAM,
+        user=user,
+        channel="C1",
+        message_ts=ts,
+        trigger_id=trigger,
+        thread_ts=ts,
+    )
+    return fs.signed_form(SECRET, payload, timestamp=int(time.time()))
+
+
+def test_approval_posted_with_buttons_granted_by_an_approver_only(dev, fakes):
+    slack, _ = fakes
+    ts = "1790000400.000100"
+    assert send(dev, "/channels/slack/events", slack_message("note: buy milk", ts, "EvN1"))[0] == 200
+    row = row_for(dev, f"C1:{ts}")
+    prompt = wait(lambda: [m for m in replies_in(slack, ts) if m.get("blocks")], what="the approval prompt")
+    (msg,) = prompt
+    actions = next(b for b in msg["blocks"] if b["type"] == "actions")
+    challenge_id = actions["elements"][0]["value"]
+    assert {e["action_id"] for e in actions["elements"]} == {"threads_grant", "threads_deny"}
+    # a press by someone who is not an approver changes nothing
+    assert send(dev, "/channels/slack/events", press(challenge_id, "U0INTRUDER", ts, "trig-1"))[0] == 200
+    wait(
+        lambda: any(r.consumed_seq is not None for r in inbox_rows(dev) if r.item_key == "trig-1#0"),
+        what="the press consumed",
+    )
+    time.sleep(0.5)
+    types = [e["type"] for e in thread_events(dev, row.thread_id)]
+    assert "approval_granted" not in types and types.count("parked") == 1
+    # the approver's press grants it, the run completes and its answer is posted
+    assert send(dev, "/channels/slack/events", press(challenge_id, APPROVER, ts, "trig-2"))[0] == 200
+    done = wait(lambda: [m for m in replies_in(slack, ts) if m["text"].startswith("Done")], what="the answer")
+    assert len(done) == 1
+    events = thread_events(dev, row.thread_id)
+    granted = next(e for e in events if e["type"] == "approval_granted")
+    assert granted["actor"]["principal"] == {"issuer": f"slack:{TEAM}", "subject": APPROVER, "tenant": "acme"}
+    assert [e["type"] for e in events].count("turn_completed") == 1
 
 
 def test_forged_signature_is_401(dev):

@@ -39,6 +39,7 @@ from .cancel import Cancel, open_cancel
 from .context import EngineContext, StepOutcome
 from .loop import HOST, RECOVERY, Stop
 from .model_turn import ModelTurn, abandon_open_attempts
+from .replies import Replies, is_host_call
 
 MAX_DECISIONS = 500  # per advance call; then `more`
 
@@ -55,7 +56,10 @@ def advance(ctx: EngineContext, branch_id: str, *, holder_id: str, deadline_ms: 
         raise
     step = _Step(ctx, branch_id, lease)
     try:
-        return StepOutcome(step.run(deadline_ms), step.appended)
+        state = step.run(deadline_ms)
+        if state in ("idle", "parked"):  # the branch settled: send what its log says to send
+            state = step.run_replies() or state
+        return StepOutcome(state, step.appended)
     finally:
         try:
             ctx.store.release(branch_id, step.lease)
@@ -63,7 +67,7 @@ def advance(ctx: EngineContext, branch_id: str, *, holder_id: str, deadline_ms: 
             pass
 
 
-class _Step(ModelTurn, Cancel):
+class _Step(ModelTurn, Cancel, Replies):
     def run(self, deadline_ms: int) -> str:
         for _ in range(MAX_DECISIONS):
             if self.ctx.clock() + self.ctx.margin_ms >= deadline_ms:
@@ -115,9 +119,24 @@ class _Step(ModelTurn, Cancel):
         if f.awaiting:
             self.append(view, abandon_open_attempts(f, "crash"))
             return None
-        if f.pending:
-            return self.advance_call(view, f.calls[next(iter(f.pending))])
+        # A host call (a channel reply) is never the model's: `replies` sends and settles it.
+        call_id = next((c for c in f.pending if not is_host_call(f.calls[c])), None)
+        if call_id is not None:
+            return self.advance_call(view, f.calls[call_id])
         return self.next_model_step(view, turn)
+
+    def run_replies(self) -> str | None:
+        try:
+            state = self.issue_replies()
+            if state is None and self.appended and self.ctx.writer.load(self.branch_id).fold.parked:
+                return "parked"  # a send in doubt parked the branch
+            return state
+        except Stop as stop:
+            return stop.state
+        except LogError as exc:
+            if exc.code in ("seq_conflict", "stale_epoch"):
+                return "more" if exc.code == "seq_conflict" else "busy"
+            raise
 
     def resume_satisfied(self, view: View) -> bool:
         """Close parks whose cause is settled but that nobody resumed (the API normally appends

@@ -1,0 +1,230 @@
+"""Replies as effects, on moto and the local Slack / WhatsApp Web API fakes: derived from the log
+after a run, sent once, and reconciled (never blindly re-sent) after a crash after `effect_begin`
+or a lost answer; WhatsApp, which has no lookup, parks on doubt."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from threads_aws.channels.consumer import Consumer
+from threads_aws.channels.secrets import SecretResolver
+from threads_aws.channels.webhook import handle
+from threads_aws.core.importer import import_log
+from threads_aws.engine import replies
+from threads_aws.engine.step import advance
+from threads_aws.fakes import slack as fs
+from threads_aws.fakes import whatsapp as fw
+from threads_aws.fakes.slack import FakeSlack
+from threads_aws.fakes.whatsapp import FakeWhatsApp
+from threads_aws.store.inbox import Inbox
+
+NOW_S = 1_790_000_000
+SECRET = "replies-signing-secret"
+APP_SECRET = "replies-app-secret"
+
+
+class Crash(BaseException):
+    """The worker process dying: nothing after it runs (not an Exception the step could catch)."""
+
+
+@pytest.fixture
+def fakes():
+    slack = FakeSlack(tokens=["xoxb-r"]).start()
+    wa = FakeWhatsApp(tokens=["wa-r"], phone_number_ids=["111"]).start()
+    yield slack, wa
+    slack.stop()
+    wa.stop()
+
+
+@pytest.fixture
+def env(aws, fakes, tmp_path, monkeypatch):
+    slack, wa = fakes
+    channels = {
+        "installations": [
+            {
+                "channel": "slack",
+                "installation_id": "T1",
+                "tenant": "acme",
+                "agent": "demo",
+                "approvers": ["U0APPROVER"],
+                "secrets": {"signing_secret": {"value": SECRET}, "bot_token": {"value": "xoxb-r"}},
+            },
+            {
+                "channel": "whatsapp",
+                "installation_id": "111",
+                "tenant": "acme",
+                "agent": "demo",
+                "secrets": {
+                    "app_secret": {"value": APP_SECRET},
+                    "verify_token": {"value": "vt"},
+                    "access_token": {"value": "wa-r"},
+                },
+            },
+        ]
+    }
+    path = tmp_path / "channels.json"
+    path.write_text(json.dumps(channels))
+    monkeypatch.setenv("CHANNELS_FILE", str(path))
+    monkeypatch.setenv("SLACK_API_URL", slack.url)
+    monkeypatch.setenv("WHATSAPP_API_URL", wa.url)
+    replies.forget_senders()
+    aws.clock.now = NOW_S * 1000
+    yield aws, aws.services()
+    replies.forget_senders()
+
+
+def deliver(aws, svc, signed, channel="slack") -> Any:
+    ev = {
+        "version": "2.0",
+        "rawPath": f"/channels/{channel}/events",
+        "headers": {k.lower(): v for k, v in signed.headers.items()},
+        "requestContext": {"http": {"method": "POST", "path": f"/channels/{channel}/events"}},
+        "body": signed.body.decode(),
+        "isBase64Encoded": False,
+    }
+    out = handle(ev, provider=channel, services=svc, resolver=SecretResolver(env={}))
+    assert out["statusCode"] == 200, out
+    row = Inbox(aws.ddb, aws.resources.state_table).all_rows()[-1]
+    Consumer(svc).apply_thread(row.thread_id, row.branch_id, [row.pk])
+    return row
+
+
+def slack_message(text: str, ts: str = "1790000000.000100") -> Any:
+    ev = fs.message_event("C1", "U1", text, ts)
+    return fs.signed_json(
+        SECRET, fs.event_callback(ev, team_id="T1", event_id="Ev" + ts, event_time=NOW_S), timestamp=NOW_S
+    )
+
+
+def step(aws, svc, branch_id: str, holder: str = "w1") -> str:
+    return advance(svc.engine(), branch_id, holder_id=holder, deadline_ms=aws.clock() + 300_000).state
+
+
+def types(svc, branch_id: str) -> list[str]:
+    return [e["type"] for e in import_log(svc.stores.events.export(branch_id)).fold.events]
+
+
+def events(svc, branch_id: str) -> list[dict[str, Any]]:
+    return import_log(svc.stores.events.export(branch_id)).fold.events
+
+
+class CrashAfterSend:
+    """The real sender, then the process dies before the result is recorded."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def send(self, *a: Any, **kw: Any) -> Any:
+        self.real.send(*a, **kw)
+        raise Crash
+
+    def lookup(self, *a: Any, **kw: Any) -> Any:
+        return self.real.lookup(*a, **kw)
+
+
+def test_a_run_s_answer_is_sent_once_as_a_host_effect(env, fakes):
+    aws, svc = env
+    slack, _ = fakes
+    row = deliver(aws, svc, slack_message("hi"))
+    assert step(aws, svc, row.branch_id) == "idle"
+    assert [m["text"] for m in slack.bot_messages("C1")] == ['You said: "hi"']
+    evs = events(svc, row.branch_id)
+    tail = [e["type"] for e in evs][-5:]
+    assert tail == ["tool_call", "permission_decision", "effect_begin", "effect_commit", "tool_result"]
+    commit = next(e for e in evs if e["type"] == "effect_commit")
+    assert commit["data"]["provider_receipt"].startswith("C1:")
+    # another step (a tick) derives the same call, finds it settled, sends nothing
+    assert step(aws, svc, row.branch_id) == "idle"
+    assert len(slack.bot_messages("C1")) == 1 and len(events(svc, row.branch_id)) == len(evs)
+
+
+def test_crash_after_effect_begin_is_reconciled_not_resent(env, fakes):
+    aws, svc = env
+    slack, _ = fakes
+    row = deliver(aws, svc, slack_message("crash me"))
+    # the sender posts, then the worker dies: effect_begin is durable, nothing after it
+    real = replies.Replies.sender_for(None, {"channel": "slack", "installation_id": "T1"})  # type: ignore[arg-type]
+    replies._senders[("slack", "T1")] = CrashAfterSend(real)
+    with pytest.raises(Crash):
+        advance(svc.engine(), row.branch_id, holder_id="w1", deadline_ms=aws.clock() + 300_000)
+    assert types(svc, row.branch_id)[-1] == "effect_begin"
+    assert len(slack.bot_messages("C1")) == 1
+    # recovery: another worker after the dead one's lease lapsed
+    replies._senders[("slack", "T1")] = real
+    aws.clock.advance(120_000)
+    assert step(aws, svc, row.branch_id, holder="w2") == "idle"
+    assert len(slack.bot_messages("C1")) == 1  # reconciled, not duplicated
+    evs = events(svc, row.branch_id)
+    assert [e["type"] for e in evs][-4:] == [
+        "effect_begin",
+        "effect_unknown",
+        "effect_resolved",
+        "tool_result",
+    ]
+    unknown, resolved = evs[-3], evs[-2]
+    assert unknown["data"]["reason"] == "crash_after_begin"
+    assert resolved["data"]["outcome"] == "confirmed_success" and resolved["data"]["by"] == "reconcile"
+
+
+def test_a_lost_answer_is_reconciled_by_lookup(env, fakes):
+    aws, svc = env
+    slack, _ = fakes
+    row = deliver(aws, svc, slack_message("lost answer"))
+    slack.fail("chat.postMessage", "drop")  # posted, then the connection dropped
+    assert step(aws, svc, row.branch_id) == "idle"
+    assert len(slack.bot_messages("C1")) == 1
+    evs = events(svc, row.branch_id)
+    kinds = [e["type"] for e in evs]
+    assert kinds[-3:] == ["effect_unknown", "effect_resolved", "tool_result"]
+    assert evs[-2]["data"]["outcome"] == "confirmed_success"
+
+
+def test_not_posted_is_safe_to_retry_and_sent_once(env, fakes):
+    aws, svc = env
+    slack, _ = fakes
+    row = deliver(aws, svc, slack_message("retry me"))
+    slack.fail("chat.postMessage", "ratelimited")
+    assert step(aws, svc, row.branch_id) == "busy"  # the queue brings it back after a backoff
+    assert slack.bot_messages("C1") == []
+    assert step(aws, svc, row.branch_id) == "idle"
+    assert len(slack.bot_messages("C1")) == 1
+    evs = events(svc, row.branch_id)
+    begins = [e["data"]["attempt"] for e in evs if e["type"] == "effect_begin"]
+    assert begins == [1, 2]
+    resolved = next(e for e in evs if e["type"] == "effect_resolved")
+    assert resolved["data"] == {
+        "by": "adapter",
+        "call_id": resolved["data"]["call_id"],
+        "outcome": "not_sent",
+    }
+
+
+def test_whatsapp_doubt_parks_for_a_human(env, fakes):
+    aws, svc = env
+    _, wa = fakes
+    doc = fw.webhook(
+        "111", messages=[fw.text_message("15550001111", "hola", wamid="wamid.R1", timestamp=NOW_S)]
+    )
+    row = deliver(aws, svc, fw.signed(APP_SECRET, doc), channel="whatsapp")
+    wa.fail("messages", "drop")
+    assert step(aws, svc, row.branch_id) == "parked"
+    evs = events(svc, row.branch_id)
+    assert [e["type"] for e in evs][-2:] == ["effect_unknown", "parked"]
+    assert evs[-1]["data"]["address"]["kind"] == "effect"
+    # it stays parked: no blind re-send
+    assert step(aws, svc, row.branch_id) == "parked"
+    assert len(wa.sent) == 1
+
+
+def test_whatsapp_reply_round_trip(env, fakes):
+    aws, svc = env
+    _, wa = fakes
+    doc = fw.webhook(
+        "111", messages=[fw.text_message("15550002222", "hello wa", wamid="wamid.R2", timestamp=NOW_S)]
+    )
+    row = deliver(aws, svc, fw.signed(APP_SECRET, doc), channel="whatsapp")
+    assert step(aws, svc, row.branch_id) == "idle"
+    (sent,) = wa.sent
+    assert sent["to"] == "15550002222" and sent["text"]["body"] == 'You said: "hello wa"'
