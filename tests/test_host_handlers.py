@@ -53,7 +53,7 @@ def test_every_function_has_a_sample_event():
     assert FUNCTIONS and all((REPO / "events" / f"{n}.json").exists() for n in FUNCTIONS)
 
 
-NOT_ROUTES = ("authorizer", "run_step", "channel_inbox")
+NOT_ROUTES = ("authorizer", "run_step", "channel_inbox", "schedule_fire")
 
 
 @pytest.mark.parametrize("name", [n for n in FUNCTIONS if n not in NOT_ROUTES])
@@ -88,6 +88,11 @@ def test_channel_inbox_sample(env):
     # the sample names an inbox row that does not exist: nothing to apply, nothing fails
     out = load_handler("channel_inbox")(sample("channel_inbox"), CONTEXT)
     assert out == {"batchItemFailures": []}
+
+
+def test_schedule_fire_sample(env):
+    # the sample names a schedule that does not exist: nothing fires
+    assert load_handler("schedule_fire")(sample("schedule_fire"), CONTEXT) == {"outcomes": []}
 
 
 def test_run_step_sample(env):

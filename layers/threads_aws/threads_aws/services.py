@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .store.inbox_queue import InboxQueue
     from .store.protocol import Stores
     from .store.run_steps import RunStepQueue
+    from .store.scheduler import EventBridgeSchedules
     from .writer import Writer
 
 T = TypeVar("T")
@@ -110,6 +111,14 @@ class Services:
         from .store.inbox_queue import InboxQueue
 
         return self._once("inbox_queue", lambda: InboxQueue(self.sqs, self.names.inbox_queue_url))
+
+    @property
+    def scheduler(self) -> EventBridgeSchedules:
+        from .store.scheduler import EventBridgeSchedules
+
+        return self._once(
+            "scheduler", lambda: EventBridgeSchedules(LazyClient(lambda: self._client("scheduler")))
+        )
 
     @property
     def agents(self) -> Mapping[str, Agent]:

@@ -62,6 +62,27 @@ def _stop(h: Host, r: Request) -> dict[str, Any]:
     return response(200, h.stop(r.who(), r.thread_id, r.branch_id, body))
 
 
+def _schedules() -> Any:
+    from .. import services
+    from ..schedules.service import ScheduleService
+
+    return ScheduleService.of(services.current())
+
+
+def _create_schedule(h: Host, r: Request) -> dict[str, Any]:
+    from . import limits
+    from .errors import invalid
+
+    if not r.body:
+        raise invalid("a JSON body is required")
+    body = limits.parse_body(r.body)  # a malformed body is invalid_request, as on every route
+    return response(201, _schedules().create(h, r.who(), r.thread_id, body))
+
+
+def _delete_schedule(h: Host, r: Request) -> dict[str, Any]:
+    return response(200, _schedules().delete(h, r.who(), r.thread_id, r.uuid_param("schedule_id") or ""))
+
+
 ROUTES: dict[str, tuple[frozenset[str], Call]] = {
     "startRun": (
         _codes(
@@ -145,4 +166,8 @@ ROUTES: dict[str, tuple[frozenset[str], Call]] = {
         lambda h, r: response(200, h.steer(r.who(), r.thread_id, r.branch_id, r.json("SteerRequest"))),
     ),
     "stop": (_codes("invalid_request", "invalid_transition", "branch_busy"), _stop),
+    # ours (add-only; `x-threads-aws: ours` in the served contract): a thread's cron schedules
+    "createSchedule": (_codes("invalid_request"), _create_schedule),
+    "listSchedules": (_codes(), lambda h, r: response(200, _schedules().list_for(h, r.who(), r.thread_id))),
+    "deleteSchedule": (_codes(), _delete_schedule),
 }

@@ -20,6 +20,8 @@ from .questions import Questions
 from .receipts import RunReceipts
 from .records import Clock, wall_ms
 from .resources import ResourceLedger
+from .schedule_occurrences import Occurrences
+from .schedules import Schedules
 
 
 def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, **event_store: Any) -> Stores:
@@ -42,4 +44,6 @@ def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, *
         channel_threads=ChannelThreads(ddb, table),
         deltas=DeltaRows(ddb, table, clock=clock),
         budget_ledger=BudgetLedger(ddb, table),
+        schedules=Schedules(ddb, table),
+        occurrences=Occurrences(ddb, table),
     )

@@ -28,6 +28,8 @@ from .questions import QuestionRow
 from .receipts import Receipt
 from .records import Companion, Head, Lease
 from .resources import ResourceRow
+from .schedule_occurrences import OccurrenceRow
+from .schedules import ScheduleRow
 
 
 class EventLog(Protocol):
@@ -213,6 +215,36 @@ class BudgetLedgerStore(Protocol):
     def rows(self, budget_id: str) -> list[LedgerRow]: ...
 
 
+class ScheduleStore(Protocol):
+    """Thread schedules (`store.schedules.Schedules`)."""
+
+    def create(self, row: ScheduleRow) -> None: ...
+
+    def get(self, schedule_id: str) -> ScheduleRow | None: ...
+
+    def of_thread(self, thread_id: str) -> list[ScheduleRow]: ...
+
+    def active_ids(self) -> list[str]: ...
+
+    def delete(self, schedule_id: str, now: int) -> bool: ...
+
+    def checked(self, schedule_id: str, until: int) -> None: ...
+
+
+class OccurrenceStore(Protocol):
+    """Occurrence reservations (`store.schedule_occurrences.Occurrences`)."""
+
+    def reserve(self, row: OccurrenceRow) -> bool: ...
+
+    def get(self, tenant: str, schedule_id: str, occurrence_at: int) -> OccurrenceRow | None: ...
+
+    def pending(self, thread_id: str) -> list[OccurrenceRow]: ...
+
+    def decide(self, row: OccurrenceRow, state: str, reason: str | None, seq: int, now: int) -> Companion: ...
+
+    def retire(self, row: OccurrenceRow, reason: str, now: int) -> bool: ...
+
+
 class StepQueue(Protocol):
     """The run-step queue (`store.run_steps.RunStepQueue`)."""
 
@@ -237,4 +269,6 @@ class Stores:
     inbox: InboxStore
     channel_threads: ChannelThreadStore
     budget_ledger: BudgetLedgerStore
+    schedules: ScheduleStore
+    occurrences: OccurrenceStore
     deltas: DeltaStore | None = None  # live surfaces only: none means no token deltas
