@@ -150,7 +150,7 @@ class Services:
                 steps=self.steps,
                 agents=dict(self.agents),
                 clock=self.clock,
-                **overrides,
+                **{"inbox_queue": self.inbox_queue, **overrides},
             )
 
         return make() if overrides else self._once("engine", make)

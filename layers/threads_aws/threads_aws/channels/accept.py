@@ -141,9 +141,10 @@ def accept(
     all_rows = rows() if inserted is None else inserted
     if inserted is None:
         inserted = stores.inbox.insert_batch(all_rows)
-        # The rows as stored: a redelivered item keeps its first row (and order).
-        stored = {r.pk: r for r in stores.inbox.rows([r.pk for r in all_rows])}
-        all_rows = sorted((stored.get(r.pk, r) for r in all_rows), key=lambda r: r.order)
+        if len(inserted) < len(all_rows):
+            # The rows as stored: a redelivered item keeps its first row (and order).
+            stored = {r.pk: r for r in stores.inbox.rows([r.pk for r in all_rows])}
+            all_rows = sorted((stored.get(r.pk, r) for r in all_rows), key=lambda r: r.order)
     threads = tuple(dict.fromkeys((r.thread_id, r.branch_id) for r in all_rows))
     if queue is not None:
         for thread_id, branch_id in threads:

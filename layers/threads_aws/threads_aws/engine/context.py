@@ -46,6 +46,7 @@ class EngineContext:
     models: ModelResolver = adapter_for
     clock: Callable[[], int] = wall_ms
     tools: dict[str, Executor] = field(default_factory=lambda: dict(BUILTIN_EXECUTORS))
+    inbox_queue: Any = None  # channels: wakes a thread whose inbox items waited on this branch
     lease_ttl_ms: int = LEASE_TTL_MS
     margin_ms: int = DEADLINE_MARGIN_MS
     _rendered: OrderedDict[str, _Rendered] = field(default_factory=OrderedDict)

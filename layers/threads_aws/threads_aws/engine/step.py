@@ -59,6 +59,8 @@ def advance(ctx: EngineContext, branch_id: str, *, holder_id: str, deadline_ms: 
         state = step.run(deadline_ms)
         if state in ("idle", "parked"):  # the branch settled: send what its log says to send
             state = step.run_replies() or state
+        if state == "idle":
+            step.wake_inbox()
         return StepOutcome(state, step.appended)
     finally:
         try:
@@ -124,6 +126,17 @@ class _Step(ModelTurn, Cancel, Replies):
         if call_id is not None:
             return self.advance_call(view, f.calls[call_id])
         return self.next_model_step(view, turn)
+
+    def wake_inbox(self) -> None:
+        """Channel items that waited while this branch was busy or parked: wake their thread."""
+        view = self.ctx.writer.load(self.branch_id)
+        if not view.fold.item_keys or self.ctx.inbox_queue is None:
+            return
+        try:
+            if self.ctx.stores.inbox.pending(view.thread_id, limit=1):
+                self.ctx.inbox_queue.wake(view.thread_id, self.branch_id, reason="settled")
+        except Exception:  # noqa: BLE001 - the items stay in the inbox; their own retries wake them
+            pass
 
     def run_replies(self) -> str | None:
         try:

@@ -78,6 +78,7 @@ class DevServer:
     _server: Any = None
     _thread: threading.Thread | None = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
+    _ticker: Any = None  # the schedule ticker's stop event
 
     @property
     def url(self) -> str:
@@ -153,6 +154,11 @@ class DevServer:
             poller = Poller(src, url, sqs, self.handlers, region=REGION, concurrency=self.poller_concurrency)
             poller.start()
             self.pollers.append(poller)
+        if self.serve_api:  # schedules: the in-process stand-in for EventBridge Scheduler
+            from .. import services
+            from ..schedules.ticker import start as start_ticker
+
+            self._ticker = start_ticker(services.current())[1]
 
     def _start_moto(self, threaded_server: Any) -> None:
         if self.state_dir is None:
@@ -183,6 +189,9 @@ class DevServer:
         self.warnings += self.restored.warnings
 
     def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.set()
+            self._ticker = None
         for p in self.pollers:
             p.stop()
         self.pollers.clear()
