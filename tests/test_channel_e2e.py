@@ -30,7 +30,7 @@ APPROVER = "U0APPROVER"
 @pytest.fixture(scope="module")
 def fakes() -> Iterator[tuple[FakeSlack, FakeWhatsApp]]:
     slack = FakeSlack(tokens=["xoxb-e2e"]).start()
-    wa = FakeWhatsApp(tokens=["wa-e2e"]).start()
+    wa = FakeWhatsApp(tokens=["wa-e2e"], phone_number_ids=[PNID]).start()
     try:
         yield slack, wa
     finally:
@@ -235,3 +235,16 @@ def test_whatsapp_get_challenge(dev):
     assert status == 404
     status, _ = send(dev, "/channels/nope/events", fw.challenge_request(VERIFY, "1"), method="GET")
     assert status == 404
+
+
+def test_whatsapp_signed_message_round_trip(dev, fakes):
+    _, wa = fakes
+    doc = fw.webhook(
+        PNID,
+        messages=[fw.text_message("15557770000", "hola", wamid="wamid.E2E1", timestamp=int(time.time()))],
+    )
+    assert send(dev, "/channels/whatsapp/events", fw.signed(APP_SECRET, doc))[0] == 200
+    sent = wait(lambda: [m for m in wa.sent if m.get("to") == "15557770000"], what="the WhatsApp reply")
+    assert [m["text"]["body"] for m in sent] == ['You said: "hola"']
+    forged = fw.signed("not-the-app-secret", doc)
+    assert send(dev, "/channels/whatsapp/events", forged)[0] == 401
