@@ -270,3 +270,19 @@ def test_final_refusal_consumes_and_appends_nothing(env):
     assert res.refused == 1 and res.applied == 0
     assert Inbox(aws.ddb, aws.resources.state_table).get(row.pk).consumed_seq == 0
     assert [e["type"] for e in events_of(svc, row.branch_id)] == ["thread_started"]
+
+
+def test_a_press_in_a_conversation_without_a_thread_stores_nothing(env):
+    aws, svc = env
+    payload = fs.block_actions(
+        [fs.button_action("01900000-0000-7000-8000-0000000000cc", "grant")],
+        team_id="T1",
+        user="U0APPROVER",
+        channel="C9",
+        message_ts="1790000000.000900",
+        trigger_id="trig-x",
+        thread_ts="1790000000.000900",
+    )
+    before = state_items(aws)
+    assert post(svc, fs.signed_form(SECRET, payload, timestamp=NOW_S))["statusCode"] == 200
+    assert state_items(aws) == before

@@ -228,3 +228,63 @@ def test_whatsapp_reply_round_trip(env, fakes):
     assert step(aws, svc, row.branch_id) == "idle"
     (sent,) = wa.sent
     assert sent["to"] == "15550002222" and sent["text"]["body"] == 'You said: "hello wa"'
+
+
+def press(challenge_id: str, user: str, trigger: str, decision: str = "grant") -> Any:
+    payload = fs.block_actions(
+        [fs.button_action(challenge_id, decision)],
+        team_id="T1",
+        user=user,
+        channel="C1",
+        message_ts="1790000000.000100",
+        trigger_id=trigger,
+        thread_ts="1790000000.000100",
+    )
+    return fs.signed_form(SECRET, payload, timestamp=NOW_S)
+
+
+def consumed(aws, item_key: str) -> int | None:
+    return next(
+        r.consumed_seq for r in Inbox(aws.ddb, aws.resources.state_table).all_rows() if r.item_key == item_key
+    )
+
+
+def test_decisions_jump_ahead_need_authority_and_apply_once(env, fakes):
+    aws, svc = env
+    slack, _ = fakes
+    row = deliver(aws, svc, slack_message("note: buy milk"))
+    assert step(aws, svc, row.branch_id) == "parked"
+    (prompt,) = [m for m in slack.bot_messages("C1") if m.get("blocks")]
+    challenge_id = next(b for b in prompt["blocks"] if b["type"] == "actions")["elements"][0]["value"]
+    # a message while parked waits (the branch can't take it yet)
+    follow = fs.message_event("C1", "U1", "and eggs", "1790000005.000100", thread_ts="1790000000.000100")
+    doc = fs.event_callback(follow, team_id="T1", event_id="EvF", event_time=NOW_S)
+    deliver(aws, svc, fs.signed_json(SECRET, doc, timestamp=NOW_S))
+    assert consumed(aws, "C1:1790000005.000100") is None
+    before = len(events(svc, row.branch_id))
+    # a press by someone not in the installation's approvers: consumed, nothing appended
+    deliver(aws, svc, press(challenge_id, "U1", "trig-a"))
+    assert consumed(aws, "trig-a#0") == 0 and len(events(svc, row.branch_id)) == before
+    # the approver's press jumps ahead of the waiting message and decides once
+    deliver(aws, svc, press(challenge_id, "U0APPROVER", "trig-b"))
+    evs = events(svc, row.branch_id)
+    granted = next(e for e in evs if e["type"] == "approval_granted")
+    assert consumed(aws, "trig-b#0") == granted["seq"]
+    assert [e["type"] for e in evs[granted["seq"] - 1 :]][:2] == ["approval_granted", "resumed"]
+    # a second press (or a late deny) of the answered challenge: consumed, nothing appended
+    deliver(aws, svc, press(challenge_id, "U0APPROVER", "trig-c", "deny"))
+    assert consumed(aws, "trig-c#0") == 0
+    assert (
+        sum(
+            e["type"].startswith("approval_") and e["type"] != "approval_requested"
+            for e in events(svc, row.branch_id)
+        )
+        == 1
+    )
+    # the waiting message goes in now that the branch is no longer parked (a steer: the turn is open)
+    Consumer(svc).apply_thread(row.thread_id, row.branch_id)
+    seq = consumed(aws, "C1:1790000005.000100")
+    assert seq and events(svc, row.branch_id)[seq]["type"] == "steer"
+    # the run completes and the answer is posted
+    assert step(aws, svc, row.branch_id) == "idle"
+    assert any(m["text"].startswith("Done") for m in slack.bot_messages("C1"))

@@ -331,3 +331,58 @@ def test_routes_through_the_handler(env, monkeypatch):
     )
     assert out["statusCode"] == 404
     services.reset()
+
+
+# ------------------------------------------------------------------ agent-declared schedules
+def _agents_with(schedules: list[dict[str, str]]) -> Any:
+    from threads_aws.agents import DEFAULT_FILE, parse_agents
+
+    raw = json.loads(DEFAULT_FILE.read_text())
+    raw["demo"]["schedules"] = schedules
+    return parse_agents(json.dumps(raw))
+
+
+def test_agents_file_schedules_are_validated():
+    from threads_aws.agents import AgentsFileError
+
+    with pytest.raises(AgentsFileError, match="schedules"):
+        _agents_with([{"name": "x", "cron": "0 9 * *", "input": "i", "tenant": "t"}])
+    with pytest.raises(AgentsFileError, match="time zone"):
+        _agents_with(
+            [{"name": "x", "cron": "0 9 * * *", "input": "i", "tenant": "t", "timezone": "No/Where"}]
+        )
+
+
+def test_agent_declared_schedule_gets_a_thread_and_fires(aws):
+    from threads_aws.schedules.agent_schedules import sync
+    from threads_aws.services import Services
+
+    aws.clock.now = ms("2026-12-01T08:58:00+00:00")
+    decl = {
+        "name": "daily",
+        "cron": "0 9 * * *",
+        "timezone": "UTC",
+        "input": "daily digest",
+        "tenant": "acme",
+    }
+    clients = {"dynamodb": aws.ddb, "s3": aws.s3, "sqs": aws.sqs}
+    svc = Services(aws.resources, clients=clients, clock=aws.clock, agents=_agents_with([decl]))
+    out = sync(svc)
+    (sid,) = out["created"]
+    assert sync(svc) == {"created": [], "deleted": []}  # unchanged: left alone
+    row = svc.stores.schedules.get(sid)
+    assert svc.stores.threads.get_thread("acme", row.thread_id) is not None
+    assert [e["type"] for e in events(svc, row.branch_id)] == ["thread_started"]
+    aws.clock.now = ms("2026-12-01T09:00:20+00:00")
+    (outcomes,) = ScheduleTicker(ScheduleService.of(svc), clock=aws.clock).tick().values()
+    assert outcomes == ["fired"]
+    ui = events(svc, row.branch_id)[-1]
+    assert ui["data"]["text"] == "daily digest"
+    assert ui["actor"]["principal"] == {"issuer": "schedule", "subject": sid, "tenant": "acme"}
+    # a changed declaration is another schedule: the old one (and its EventBridge schedule) goes
+    changed = Services(
+        aws.resources, clients=clients, clock=aws.clock, agents=_agents_with([{**decl, "cron": "0 10 * * *"}])
+    )
+    out = sync(changed)
+    assert out["deleted"] == [sid] and len(out["created"]) == 1
+    assert svc.stores.schedules.get(out["created"][0]).cron == "0 10 * * *"

@@ -105,6 +105,9 @@ class Agent:
     permissions: dict[str, Any]
     approvers: list[dict[str, str]] = field(default_factory=list)
     fallback_models: list[dict[str, str]] = field(default_factory=list)
+    # cron schedules that start runs of this agent (schedules.agent_schedules); not part of
+    # the pinned config: when it runs is not what it is
+    schedules: list[dict[str, str]] = field(default_factory=list)
 
     def policy(self) -> dict[str, Any]:
         perms = {
@@ -190,8 +193,10 @@ AGENT_KEYS = frozenset(
         "permissions",
         "approvers",
         "fallback_models",
+        "schedules",
     }
 )
+SCHEDULE_KEYS = frozenset({"name", "cron", "timezone", "input", "tenant"})
 REQUIRED = ("model", "adapter", "instructions")
 PERMISSION_KEYS = frozenset(
     {"mode", "allow", "ask", "deny", "protected_paths", "allow_bypass", "plan_exit_mode"}
@@ -264,6 +269,7 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
             errs.append(f"{where}: permissions must be an object")
         else:
             errs += [f"{where}: unknown permissions key {k!r}" for k in sorted(set(perms) - PERMISSION_KEYS)]
+        errs += _schedule_errors(where, spec.get("schedules", []))
         for i, fb in enumerate(spec.get("fallback_models", [])):
             fw = f"{where}: fallback_models[{i}]"
             if not isinstance(fb, dict) or set(fb) - {"provider", "name", "adapter", "model_params"}:
@@ -274,6 +280,36 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
                 adapter = {"name": fb["provider"], "version": "1"}
             params = fb.get("model_params", spec.get("model_params", {}))
             errs += _model_errors(fw, fb, adapter, params)
+    return errs
+
+
+def _schedule_errors(where: str, schedules: Any) -> list[str]:
+    """`schedules`: [{name, cron, timezone?, input, tenant}] (each fires runs of this agent on a
+    thread of its own in `tenant`, schedules.agent_schedules)."""
+    if not isinstance(schedules, list):
+        return [f"{where}: schedules must be a list"]
+    from .schedules.cron import CronError, parse, zone
+
+    errs: list[str] = []
+    names: set[str] = set()
+    for i, sc in enumerate(schedules):
+        sw = f"{where}: schedules[{i}]"
+        if not isinstance(sc, dict) or set(sc) - SCHEDULE_KEYS:
+            errs.append(f"{sw}: is {{name, cron, timezone?, input, tenant}}")
+            continue
+        for key in ("name", "cron", "input", "tenant"):
+            if not isinstance(sc.get(key), str) or not sc[key].strip():
+                errs.append(f"{sw}: {key} must be a non-empty string")
+        if isinstance(sc.get("name"), str):
+            if not _NAME.match(sc["name"]) or sc["name"] in names:
+                errs.append(f"{sw}: name must match [a-z][a-z0-9_]* and be unique")
+            names.add(sc["name"])
+        try:
+            if isinstance(sc.get("cron"), str):
+                parse(sc["cron"])
+            zone(str(sc.get("timezone", "UTC")))
+        except CronError as exc:
+            errs.append(f"{sw}: {exc}")
     return errs
 
 
@@ -293,6 +329,7 @@ def _agent(name: str, raw: dict[str, Any]) -> Agent:
         permissions=raw.get("permissions", {}),
         approvers=raw.get("approvers", []),
         fallback_models=raw.get("fallback_models", []),
+        schedules=raw.get("schedules", []),
     )
 
 

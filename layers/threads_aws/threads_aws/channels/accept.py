@@ -11,7 +11,8 @@ Transactions:
 - several new conversations in one batch (a WhatsApp batch from several users, rare): each new
   thread is created with its route first (a thread with no items yet is harmless: create-or-get
   finds it on the redelivery), then one transaction puts all inbox rows.
-A route that another webhook created first fails its condition: the winner's row comes back and
+A button press in a conversation no thread has is dropped (it could only be refused). A route
+that another webhook created first fails its condition: the winner's row comes back and
 its thread is used. A redelivered item fails its row's condition and is dropped from the insert
 (a no-op, still acked). Message text never selects a thread or a tenant: only the verified
 (tenant, channel, installation, conversation) does.
@@ -27,20 +28,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.canonical import new_uuid7
-from ..core.importer import Importer
-from ..core.lines import StoredLine, header_line
-from ..store.branches import BranchRecord, NewBranch
+from ..new_thread import start_thread
 from ..store.channel_threads import ChannelRoute
 from ..store.inbox import InboxRow, order_key
 from ..store.inbox_queue import InboxQueue
 from ..store.protocol import Stores
 from ..store.records import Companion, CompanionFailed
-from ..writer import Draft, View, Writer
+from ..writer import Writer
 from .installations import Installation
 from .intake import Received
 from .model import InboxItem
 
-HOST = {"kind": "host"}
 # A branch creation takes 5 items + its lines; DynamoDB's transaction limit is 100.
 MAX_BATCH_WITH_THREAD = 90
 
@@ -78,12 +76,18 @@ def accept(
         groups.setdefault(_group_key(inst, item), []).append((i, inst, item))
     routes: dict[tuple[str, str, str, str], ChannelRoute] = {}
     new: list[tuple[str, str, str, str]] = []
-    for key in groups:
+    for key in list(groups):
         route = stores.channel_threads.get(*key)
-        if route is None:
-            new.append(key)
-        else:
+        if route is not None:
             routes[key] = route
+        elif all(item.kind == "decision" for _, _, item in groups[key]):
+            # A button press in a conversation no thread has: it names no challenge of any
+            # thread, so it would be refused; it creates no thread either.
+            del groups[key]
+        else:
+            new.append(key)
+    if not groups:
+        return Accepted((), (), (), ())
 
     def rows() -> list[InboxRow]:
         out = []
@@ -161,40 +165,18 @@ def _create_thread(
     now_ms: int,
     extra: Sequence[Companion],
 ) -> None:
-    """A new thread for a conversation: header + `thread_started` of the installation's agent
-    (as `Host` starts one), with its route and `extra` rows, in one transaction."""
+    """A new thread for a conversation (`new_thread.start_thread`), with its route and `extra`
+    rows, in one transaction."""
     agent = agents.get(inst.agent)
     if agent is None:
         raise AgentUnavailable(f"{inst.channel}/{inst.installation_id}: no agent {inst.agent!r} deployed")
-    header = StoredLine.of_header(header_line(route.thread_id, route.branch_id, now_ms))
-    importer = Importer(now=now_ms)
-    importer.feed(header.raw)
-    rec = BranchRecord(
-        branch_id=route.branch_id,
-        thread_id=route.thread_id,
+    start_thread(
+        stores,
+        writer,
+        agent,
         tenant=inst.tenant,
-        parent_branch_id=None,
-        fork_at_seq=None,
-        state="ready",
-        head_seq=0,
-        head_hash=header.hash,
-        head_epoch=0,
-        head_verified=True,
-        writer_impl="threads-aws",
-        header_hash=header.hash,
-        created_at=now_ms,
-    )
-    lines = writer.build(
-        View(rec, importer), [Draft("thread_started", agent.thread_started(), HOST)], epoch=1, now=now_ms
-    )
-    stores.events.create_branch(
-        NewBranch(
-            thread_id=route.thread_id,
-            tenant=inst.tenant,
-            branch_id=route.branch_id,
-            header=header,
-            create_thread=True,
-            lines=lines,
-            companions=[stores.channel_threads.create(route), *extra],
-        )
+        thread_id=route.thread_id,
+        branch_id=route.branch_id,
+        now_ms=now_ms,
+        companions=[stores.channel_threads.create(route), *extra],
     )

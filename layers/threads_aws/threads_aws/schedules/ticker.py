@@ -49,8 +49,14 @@ class ScheduleTicker:
 
 def start(services: Any, *, every_s: float = 5.0) -> tuple[threading.Thread, threading.Event]:
     """A daemon thread ticking every `every_s` seconds until the event is set."""
+    from .agent_schedules import sync
+
     stop = threading.Event()
     ticker = ScheduleTicker(ScheduleService.of(services))
+    try:
+        sync(services)  # the agents file's schedules, as a deployment's sync would
+    except Exception:  # noqa: BLE001 - dev still serves; the log says why
+        log.exception("agent schedules: sync failed")
 
     def loop() -> None:
         while not stop.wait(every_s):

@@ -21,6 +21,7 @@ from .receipts import RunReceipts
 from .records import Clock, wall_ms
 from .resources import ResourceLedger
 from .schedule_occurrences import Occurrences
+from .schedule_threads import ScheduleThreads
 from .schedules import Schedules
 
 
@@ -46,4 +47,5 @@ def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, *
         budget_ledger=BudgetLedger(ddb, table),
         schedules=Schedules(ddb, table),
         occurrences=Occurrences(ddb, table),
+        schedule_threads=ScheduleThreads(ddb, table),
     )

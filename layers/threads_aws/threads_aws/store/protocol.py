@@ -29,6 +29,7 @@ from .receipts import Receipt
 from .records import Companion, Head, Lease
 from .resources import ResourceRow
 from .schedule_occurrences import OccurrenceRow
+from .schedule_threads import ScheduleThread
 from .schedules import ScheduleRow
 
 
@@ -245,6 +246,14 @@ class OccurrenceStore(Protocol):
     def retire(self, row: OccurrenceRow, reason: str, now: int) -> bool: ...
 
 
+class ScheduleThreadStore(Protocol):
+    """The current thread of an agent-declared schedule (`store.schedule_threads`)."""
+
+    def get(self, tenant: str, schedule_id: str) -> ScheduleThread | None: ...
+
+    def create(self, row: ScheduleThread) -> Companion: ...
+
+
 class StepQueue(Protocol):
     """The run-step queue (`store.run_steps.RunStepQueue`)."""
 
@@ -271,4 +280,5 @@ class Stores:
     budget_ledger: BudgetLedgerStore
     schedules: ScheduleStore
     occurrences: OccurrenceStore
+    schedule_threads: ScheduleThreadStore
     deltas: DeltaStore | None = None  # live surfaces only: none means no token deltas
