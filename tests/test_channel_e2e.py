@@ -149,7 +149,11 @@ def test_slack_message_starts_a_run_and_the_answer_is_posted_once(dev, fakes):
     # the consumer applies it, the worker runs the turn on the demo model, then replies
     posted = wait(lambda: replies_in(slack, ts), what="the reply")
     assert [m["text"] for m in posted] == ['You said: "hello there"']
-    events = thread_events(dev, row.thread_id)
+    # the post lands before its effect_commit (effect_begin, post, commit): wait for the commit
+    events = wait(
+        lambda: (evs := thread_events(dev, row.thread_id)) and evs[-1]["type"] == "tool_result" and evs,
+        what="the send's tool_result",
+    )
     types = [e["type"] for e in events]
     assert types[:3] == ["thread_started", "channel_delivery", "user_input"]
     assert types[-5:] == ["tool_call", "permission_decision", "effect_begin", "effect_commit", "tool_result"]

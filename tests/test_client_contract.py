@@ -78,6 +78,16 @@ def test_typed_dicts_have_the_schemas_keys():
         assert td.__required_keys__ | td.__optional_keys__ == set(schema["properties"]), name
 
 
+def test_inline_response_shapes_have_the_schemas_keys():
+    ops = v1_operations()
+    for op_id, td in types.RESPONSES.items():
+        ok = next(c for c in ops[op_id]["responses"] if c.startswith("2"))
+        schema = ops[op_id]["responses"][ok]["content"]["application/json"]["schema"]
+        schema = schema.get("items", schema)  # a list answers items of the shape
+        assert td.__required_keys__ == set(schema["required"]), op_id
+        assert td.__required_keys__ | td.__optional_keys__ == set(schema["properties"]), op_id
+
+
 def test_outcomes_and_messages_have_the_schemas_keys():
     for variant in SCHEMAS["RunOutcome"]["oneOf"]:
         td = types.OUTCOMES[variant["properties"]["status"]["const"]]

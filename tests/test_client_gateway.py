@@ -34,7 +34,7 @@ from threads_aws.client import (
     UnauthenticatedError,
 )
 from threads_aws.client.errors import ApprovalDuplicateError
-from threads_aws.client.types import OUTCOMES, RunOutcome
+from threads_aws.client.types import OUTCOMES, RunOutcome, Schedule
 
 ALICE = "dev:api:local:alice"
 BOB = "dev:api:local:bob"  # same tenant, another principal
@@ -406,3 +406,46 @@ def test_steer_and_stop_on_an_open_turn_and_without_one(client: Client):
         client.steer(done["thread_id"], "too late")  # no open turn to steer
     with pytest.raises(InvalidTransitionError):
         client.stop(done["thread_id"])
+
+
+def test_schedules_created_listed_and_deleted_tenant_scoped(client: Client, url: str):
+    _, done = settle(client, "hello")
+    t = done["thread_id"]
+    made = client.create_schedule(t, "0 9 * * 1-5", "daily standup", timezone="Europe/Berlin")
+    assert set(made) == Schedule.__required_keys__
+    assert (made["thread_id"], made["cron"], made["timezone"], made["input"]) == (
+        t,
+        "0 9 * * 1-5",
+        "Europe/Berlin",
+        "daily standup",
+    )
+    assert [s["schedule_id"] for s in client.schedules(t)] == [made["schedule_id"]]
+    with pytest.raises(InvalidRequestError):
+        client.create_schedule(t, "61 * * * *", "never")  # minute out of range
+    with pytest.raises(InvalidRequestError):
+        client.create_schedule(t, "0 9 * * *", "x", timezone="Mars/Olympus")
+    with Client(url, MALLORY) as mallory:
+        with pytest.raises(NotFoundError):
+            mallory.schedules(t)  # another tenant's thread is not there
+        with pytest.raises(NotFoundError):
+            mallory.delete_schedule(t, made["schedule_id"])
+    assert client.delete_schedule(t, made["schedule_id"]) == {
+        "schedule_id": made["schedule_id"],
+        "deleted": True,
+    }
+    assert client.schedules(t) == []
+    with pytest.raises(NotFoundError):
+        client.delete_schedule(t, made["schedule_id"])
+
+
+def test_async_schedules(url: str):
+    async def main() -> None:
+        async with AsyncClient(url, ALICE) as c:
+            stream = await c.run("demo", "hello")
+            await stream.wait()
+            made = await c.create_schedule(stream.thread_id, "*/5 * * * *", "tick")
+            assert made["timezone"] == "UTC"
+            assert [s["schedule_id"] for s in await c.schedules(stream.thread_id)] == [made["schedule_id"]]
+            assert (await c.delete_schedule(stream.thread_id, made["schedule_id"]))["deleted"] is True
+
+    asyncio.run(main())

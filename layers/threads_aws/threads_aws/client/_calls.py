@@ -171,6 +171,34 @@ def set_mode(thread_id: str, mode: str, *, branch_id: str | None = None) -> Call
     return Call.post(_thread(thread_id, "/mode"), {"mode": mode}, params={"branch_id": branch_id})
 
 
+def create_schedule(
+    thread_id: str,
+    cron: str,
+    input: str,
+    *,
+    timezone: str | None = None,
+    branch_id: str | None = None,
+) -> Call:
+    """createSchedule: POST …/schedules (ours; 201 the schedule). Not resent on doubt: a second
+    create is a second schedule."""
+    body: dict[str, Any] = {"cron": cron, "input": input}
+    if timezone is not None:
+        body["timezone"] = timezone
+    if branch_id is not None:
+        body["branch_id"] = branch_id
+    return Call.post(_thread(thread_id, "/schedules"), body, ok=201)
+
+
+def schedules(thread_id: str) -> Call:
+    """listSchedules: GET …/schedules (ours; the thread's schedules, oldest first)."""
+    return Call.get(_thread(thread_id, "/schedules"))
+
+
+def delete_schedule(thread_id: str, schedule_id: str) -> Call:
+    """deleteSchedule: DELETE …/schedules/{schedule_id} (ours; no further occurrences)."""
+    return Call.delete(_thread(thread_id, f"/schedules/{seg(schedule_id)}"))
+
+
 def openapi() -> Call:
     """The served contract: GET /openapi.json (no token needed)."""
     return Call.get("/openapi.json")
@@ -204,4 +232,7 @@ OPERATIONS: dict[str, str] = {
     "stop": "stop",
     "setModel": "set_model",
     "setMode": "set_mode",
+    "createSchedule": "create_schedule",
+    "listSchedules": "schedules",
+    "deleteSchedule": "delete_schedule",
 }

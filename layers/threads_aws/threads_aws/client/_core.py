@@ -95,6 +95,11 @@ class Call:
         return cls("GET", path, params=_params(params), idempotent=True)
 
     @classmethod
+    def delete(cls, path: str) -> Call:
+        # Resending a delete removes nothing twice: at worst the resend answers not_found.
+        return cls("DELETE", path, idempotent=True)
+
+    @classmethod
     def post(
         cls,
         path: str,

@@ -35,6 +35,8 @@ from .types import (
     PendingApproval,
     RunAccepted,
     RunOutcome,
+    Schedule,
+    ScheduleDeleted,
     StreamMessage,
     Timeline,
 )
@@ -366,6 +368,26 @@ class AsyncClient:
 
     async def set_mode(self, thread_id: str, mode: str, *, branch_id: str | None = None) -> Appended:
         return cast(Appended, await self.send(_calls.set_mode(thread_id, mode, branch_id=branch_id)))
+
+    # -------------------------------------------------------------- schedules (ours)
+    async def create_schedule(
+        self,
+        thread_id: str,
+        cron: str,
+        input: str,
+        *,
+        timezone: str | None = None,
+        branch_id: str | None = None,
+    ) -> Schedule:
+        """A cron schedule on the thread: each occurrence starts a run with `input`."""
+        call = _calls.create_schedule(thread_id, cron, input, timezone=timezone, branch_id=branch_id)
+        return cast(Schedule, await self.send(call))
+
+    async def schedules(self, thread_id: str) -> list[Schedule]:
+        return cast(list[Schedule], await self.send(_calls.schedules(thread_id)))
+
+    async def delete_schedule(self, thread_id: str, schedule_id: str) -> ScheduleDeleted:
+        return cast(ScheduleDeleted, await self.send(_calls.delete_schedule(thread_id, schedule_id)))
 
     # -------------------------------------------------------------- pending: listing (issue 13 §1)
     async def threads(self, *, limit: int | None = None) -> Any:

@@ -99,6 +99,23 @@ class Timeline(TypedDict):
     entries: list[TimelineEntry]
 
 
+class Schedule(TypedDict):
+    """A thread's cron schedule (ours: createSchedule / listSchedules)."""
+
+    schedule_id: str
+    thread_id: str
+    branch_id: str
+    cron: str  # five fields: minute hour day-of-month month day-of-week
+    timezone: str  # IANA zone the cron is read in
+    input: str  # the user_input text each fired occurrence starts a run with
+    created_at: int
+
+
+class ScheduleDeleted(TypedDict):
+    schedule_id: str
+    deleted: Literal[True]
+
+
 # ------------------------------------------------------------------ RunOutcome (oneOf by status)
 class ParkAddress(TypedDict):
     kind: Literal["approval", "effect", "input", "resource", "child"]
@@ -212,6 +229,12 @@ OUTCOMES: dict[str, type] = {
     "failed": Failed,
     "budget_exhausted": BudgetExhausted,
     "handed_off": HandedOff,
+}
+# Ours, whose response schemas are inline in the served contract: operationId -> TypedDict.
+RESPONSES: dict[str, type] = {
+    "createSchedule": Schedule,
+    "listSchedules": Schedule,  # the array's items
+    "deleteSchedule": ScheduleDeleted,
 }
 MESSAGES: dict[str, type] = {
     "event": EventMessage,
