@@ -108,6 +108,7 @@ class Agent:
     # cron schedules that start runs of this agent (schedules.agent_schedules); not part of
     # the pinned config: when it runs is not what it is
     schedules: list[dict[str, str]] = field(default_factory=list)
+    limits: dict[str, Any] = field(default_factory=dict)  # resolved policy sections (run limits)
 
     def policy(self) -> dict[str, Any]:
         perms = {
@@ -120,7 +121,7 @@ class Agent:
             "protected_paths": [],
             **self.permissions,
         }
-        return {"permissions": perms}
+        return {**self.limits, "permissions": perms}
 
     def resolved(self) -> dict[str, Any]:
         """The secret-free config `config_hash` covers."""
@@ -194,9 +195,33 @@ AGENT_KEYS = frozenset(
         "approvers",
         "fallback_models",
         "schedules",
+        "policy",
     }
 )
 SCHEDULE_KEYS = frozenset({"name", "cron", "timezone", "input", "tenant"})
+#: Policy sections an agent may set besides permissions (semantics §Budgets, §8; Policy).
+POLICY_KEYS = frozenset({"budget", "models", "currency", "on_unknown_usage", "output", "context"})
+#: `policy.context` is complete or absent: an agent's partial section is completed from these.
+CONTEXT_DEFAULTS: dict[str, Any] = {
+    "cache_ttl_ms": 300_000,
+    "clear_results": {"exclude_tools": [], "keep_recent": 3, "trigger": {"permille": 1000}},
+    "compact": {"keep_tail": {"permille": 250}, "max_failures": 3, "trigger": {"permille": 900}},
+    "defer_threshold": {"permille": 100},
+    "defer_tools": "never",
+    "max_output_continuations": 0,
+    "reserve_tokens": 0,
+    "restore": {"file_tokens": 0, "max_files": 0, "skill_tokens": 0, "skills_total_tokens": 0},
+    "server_edits": "disabled",
+    "spill": {
+        "head_bytes": 2048,
+        "request_budget_bytes": 1_048_576,
+        "tail_bytes": 2048,
+        "threshold_bytes": 65_536,
+    },
+}
+#: The sentence a structured-output agent's instructions end with (native mode: the model
+#: learns the schema from its system text, whatever the provider).
+OUTPUT_INSTRUCTION = "Answer with one JSON value matching this JSON Schema, and nothing else: "
 REQUIRED = ("model", "adapter", "instructions")
 PERMISSION_KEYS = frozenset(
     {"mode", "allow", "ask", "deny", "protected_paths", "allow_bypass", "plan_exit_mode"}
@@ -280,6 +305,7 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
                 adapter = {"name": fb["provider"], "version": "1"}
             params = fb.get("model_params", spec.get("model_params", {}))
             errs += _model_errors(fw, fb, adapter, params)
+        errs += _policy_errors(where, spec.get("policy", {}))
     return errs
 
 
@@ -313,23 +339,72 @@ def _schedule_errors(where: str, schedules: Any) -> list[str]:
     return errs
 
 
+def _policy_errors(where: str, policy: Any) -> list[str]:
+    """Shape problems of an agent's policy sections (the writer's schema check of
+    `thread_started` catches the rest before anything is stored)."""
+    if not isinstance(policy, dict):
+        return [f"{where}: policy must be an object"]
+    errs = [
+        f"{where}: unknown policy key {k!r} (known: {', '.join(sorted(POLICY_KEYS))})"
+        for k in sorted(set(policy) - POLICY_KEYS)
+    ]
+    out = policy.get("output")
+    if out is not None:
+        if not isinstance(out, dict) or not isinstance(out.get("schema"), dict):
+            errs.append(f"{where}: policy.output needs a schema object")
+        elif out.get("mode", "native") != "native":
+            errs.append(f"{where}: policy.output.mode {out.get('mode')!r}: this host implements native only")
+    ctx = policy.get("context")
+    if ctx is not None and (not isinstance(ctx, dict) or set(ctx) - set(CONTEXT_DEFAULTS)):
+        errs.append(f"{where}: policy.context keys are {', '.join(sorted(CONTEXT_DEFAULTS))}")
+    return errs
+
+
+def _limits(raw: dict[str, Any]) -> dict[str, Any]:
+    """An agent's policy sections, resolved (output pinned with its hash, context completed)."""
+    out = dict(raw)
+    if "output" in out:
+        o = out["output"]
+        out["output"] = {
+            "max_retries": o.get("max_retries", 1),
+            "mode": "native",
+            "schema": o["schema"],
+            "schema_sha256": canonical_hash(o["schema"]),
+        }
+    if "context" in out:
+        ctx = {**CONTEXT_DEFAULTS, **out["context"]}
+        for k, v in CONTEXT_DEFAULTS.items():
+            if isinstance(v, dict) and isinstance(ctx[k], dict):
+                ctx[k] = {**v, **ctx[k]}
+        out["context"] = ctx
+    return out
+
+
 def _agent(name: str, raw: dict[str, Any]) -> Agent:
     tools = []
     for t in raw.get("tools", []):
         spec = BUILTIN_TOOLS[t] if isinstance(t, str) else t
         tools.append(spec)
     adapter = {"settings": {}, **raw["adapter"]}
+    limits = _limits(raw.get("policy", {}))
+    instructions = raw["instructions"]
+    if "output" in limits:
+        from .core.canonical import canonical_bytes
+
+        schema = canonical_bytes(limits["output"]["schema"]).decode()
+        instructions = f"{instructions}\n\n{OUTPUT_INSTRUCTION}{schema}"
     return Agent(
         name=name,
         model=raw["model"],
         model_params=raw.get("model_params", {}),
         adapter=adapter,
-        instructions=raw["instructions"],
+        instructions=instructions,
         tools=tools,
         permissions=raw.get("permissions", {}),
         approvers=raw.get("approvers", []),
         fallback_models=raw.get("fallback_models", []),
         schedules=raw.get("schedules", []),
+        limits=limits,
     )
 
 

@@ -79,6 +79,8 @@ class Turn:
     turn_request_seq: int = 0  # its latest model_request of purpose turn
     truncations: int = 0  # its turn responses that stopped with max_tokens
     output_rejections: int = 0  # its output_validated{rejected}
+    validated: str | None = None  # source_event_id of its latest output_validated
+    instructed: str | None = None  # origin.id of its latest injected{source: recovery}
 
 
 def epoch_settings(ev: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -532,6 +534,7 @@ class Fold:
                 raise self._bad(seq, "accepted value does not validate against the pinned schema")
         else:
             self.turn.output_rejections += 1
+        self.turn.validated = d["source_event_id"]
 
     def _on_context_edited(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         for edit in d["edits"]:
@@ -613,6 +616,8 @@ class Fold:
         self.message_ids.add(d["message_id"])
 
     def _on_injected(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if d["source"] == "recovery":  # a host instruction answering a model response
+            self.turn.instructed = d["origin"]["id"]
         if d["source"] != "output_style":
             return
         styles = self.policy.get("output_styles") or {}

@@ -26,3 +26,16 @@ def validates(schema: dict[str, Any], value: Any) -> bool:
     except fastjsonschema.JsonSchemaException:
         return False
     return True
+
+
+def errors(schema: dict[str, Any], value: Any) -> list[dict[str, str]]:
+    """Why `value` fails the pinned schema, as `output_validated.errors` (`[]` when it
+    validates). The compiled validator stops at the first failure: one error, its JSON path."""
+    try:
+        _compiled(canonical_bytes(schema))(value)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        path = "".join(f"/{p}" for p in (exc.path or [])[1:])  # drop the root name "data"
+        return [{"message": exc.message, "path": path or "/"}]
+    except fastjsonschema.JsonSchemaException as exc:
+        return [{"message": str(exc), "path": "/"}]
+    return []

@@ -18,9 +18,11 @@ from ..core.fold import Fold, Turn
 from ..writer import Draft, View
 from .budgets import Budgets
 from .calls import Calls
+from .continuation import Continuation
 from .deltas import DeltaPublisher
 from .loop import HOST, MODEL, RECOVERY
 from .models import ModelError, ModelResult
+from .output import APPENDED, Output
 
 MAX_ATTEMPTS = 3  # model attempts per request (crash re-sends and provider failures)
 MAX_PAUSE_CONTINUATIONS = 3
@@ -49,11 +51,14 @@ def abandon_open_attempts(f: Fold, reason: str) -> list[Draft]:
     ]
 
 
-class ModelTurn(Calls, Budgets):
+class ModelTurn(Calls, Budgets, Output, Continuation):
     def next_model_step(self, view: View, turn: Turn) -> str | None:
         """Request again or complete the turn, from the latest answer. Under `stop_when_idle`
         (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`."""
-        attempt, reason = self.after_answer(view.fold, turn)
+        limits = self.output_next(view, turn) or self.continuation_next(view, turn)  # run limits
+        if limits == APPENDED:
+            return None
+        attempt, reason = (1, "") if limits else self.after_answer(view.fold, turn)
         if attempt is not None and turn.stop_when_idle:
             return self.complete_turn(view, "interrupted")
         if attempt is not None:

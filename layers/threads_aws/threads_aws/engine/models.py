@@ -189,7 +189,9 @@ class DemoModel:
     - `ask: <question>` → tool_use `ask_user {question}`;
     - `todo: a; b; c` → tool_use `todo_write` (ids t1.., status pending);
     - `time` → tool_use `time {}` (read-only);
-    - anything else → the text `You said: "<line>"`.
+    - anything else → the text `You said: "<line>"`;
+    - `long: <n>`, structured output, compaction, `max_tokens` and token counts:
+      `engine.demo_limits`.
 
     When the request ends with a tool result it answers `Done: <preview>` and ends the turn.
 
@@ -208,13 +210,25 @@ class DemoModel:
         artifacts: ArtifactAccess | None = None,
         on_delta: DeltaCallback | None = None,
     ) -> ModelResult:
+        from . import demo_limits
+
         content, stop = self.answer(request)
+        content, cut = demo_limits.truncate(content, (settings.get("model_params") or {}).get("max_tokens"))
         if on_delta is not None:
             stream_words(content, on_delta, _env_ms("THREADS_DEMO_DELTA_MS"))
-        return ModelResult(content, stop, estimate_usage(request, content))
+        usage: dict[str, int | None] = {
+            "input_tokens": len(request) // 4,
+            "output_tokens": demo_limits.count_tokens(content),
+        }
+        return ModelResult(content, "max_tokens" if cut else stop, usage)
 
     def answer(self, request: bytes) -> tuple[list[dict[str, Any]], str]:
+        from . import demo_limits
+
         lines = request_lines(request)
+        limited = demo_limits.special(lines)  # long:, structured output, compaction
+        if limited is not None:
+            return limited, "end_turn"
         last = lines[-1] if len(lines) > 1 else {}
         if last.get("role") == "tool":
             preview = _text_of(last.get("content"))
