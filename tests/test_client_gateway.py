@@ -178,9 +178,11 @@ def test_errors_of_auth_tenancy_and_size(client: Client, url: str):
     with pytest.raises(TooLargeError) as big:
         client.start_run("demo", "x" * (11 * 1024 * 1024))  # over what API Gateway accepts
     assert big.value.status == 413 and big.value.idempotency_key  # kept for a retry
-    with pytest.raises(NotFoundError):  # listing: not served yet (issue 13 §1)
-        client.threads()
-    assert not client.has_operation("listThreads") and client.has_operation("startRun")
+    with pytest.raises(InvalidRequestError):
+        client.threads(limit=0)
+    with pytest.raises(NotFoundError), Client(url, MALLORY) as mallory:
+        mallory.thread(t)  # another tenant's thread
+    assert client.has_operation("listThreads") and client.has_operation("startRun")
     doc = client.openapi()
     assert doc["openapi"].startswith("3.")
 
@@ -449,3 +451,34 @@ def test_async_schedules(url: str):
             assert (await c.delete_schedule(stream.thread_id, made["schedule_id"]))["deleted"] is True
 
     asyncio.run(main())
+# ------------------------------------------------------------------ listing (ours)
+def test_threads_listed_newest_first_paged_and_one_thread_detailed(client: Client, url: str):
+    tag = uuid.uuid4().hex[:8]
+    made = []
+    for i in range(3):
+        stream, outcome = settle(client, f"{tag} listing {i}")
+        assert outcome["status"] == "completed"
+        made.append(stream.thread_id)
+    mine = [
+        t
+        for page in client.thread_pages(limit=2)
+        for t in page["threads"]
+        if t.get("title", "").startswith(tag)
+    ]
+    assert [t["thread_id"] for t in mine] == made[::-1]
+    assert all(t["agent"] == "demo" and t["created_at"] <= t["last_activity_at"] for t in mine)
+    first = client.threads(limit=1)
+    assert len(first["threads"]) == 1
+    detail = client.thread(made[0])
+    assert detail["thread_id"] == made[0] and detail["title"] == f"{tag} listing 0"
+    assert detail["branches"][0]["branch_id"] == detail["main_branch_id"]
+    assert detail["status"] == mine[-1]["status"] == "idle" and detail["open_approvals"] == 0
+
+    async def both() -> tuple[Any, Any]:
+        async with AsyncClient(url, ALICE) as ac:
+            pages = [p async for p in ac.thread_pages(limit=2)]
+            return pages, await ac.thread(made[1])
+
+    pages, adetail = asyncio.run(both())
+    assert adetail["thread_id"] == made[1]
+    assert made[2] in [t["thread_id"] for p in pages for t in p["threads"]]

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pexpect
 import pytest
 from helpers.people_dev import people_dev, release
 from threads_aws.client import Client
-from threads_aws.terminal import EXIT_CANCELLED, EXIT_INTERRUPTED, EXIT_NOT_SERVED, EXIT_PARKED
+from threads_aws.terminal import EXIT_CANCELLED, EXIT_INTERRUPTED, EXIT_PARKED
 
 EXE = str(Path(sys.executable).with_name("threads-aws"))
 TIMEOUT = 60
@@ -219,8 +220,8 @@ def test_show_cancel_fork_and_export_verified(env, tmp_path):
 
 
 def test_exit_codes_of_host_failures(env):
-    listing = cli(env, "threads")
-    assert listing.returncode == EXIT_NOT_SERVED and "not available on this host" in listing.stderr
+    bad_page = cli(env, "threads", "--limit", "0")
+    assert bad_page.returncode == 1 and "error invalid_request" in bad_page.stderr
     bad = cli(env, "show", "00000000-0000-7000-8000-000000000000", extra_env={"THREADS_TOKEN": "nope"})
     assert bad.returncode == 1 and "error unauthenticated" in bad.stderr
     missing = cli(env, "show", "00000000-0000-7000-8000-000000000000")
@@ -277,3 +278,16 @@ def test_run_view_streams_text_and_tracks_tool_rows():
     assert "☑ a" in text(todos)
     view.apply({"kind": "status", "status": "retry_wait", "until": 1})
     assert view.phase and "retry" in view.phase
+
+
+def test_threads_lists_the_newest_first_with_title_and_status(env):
+    tag = uuid.uuid4().hex[:8]
+    done = cli(env, "run", "--json", f"{tag} first")
+    assert done.returncode == 0, done.stderr
+    listing = cli(env, "threads", "--limit", "200")
+    assert listing.returncode == 0, listing.stderr
+    line = next(ln for ln in listing.stdout.splitlines() if tag in ln)
+    assert "demo" in line and "idle" in line
+    as_json = json.loads(cli(env, "threads", "--all", "--json").stdout)
+    mine = [t for t in as_json["threads"] if t.get("title", "").startswith(tag)]
+    assert len(mine) == 1 and mine[0]["status"] == "idle"

@@ -98,7 +98,9 @@ class Services:
         with a worker in the same process (the local host runs both)."""
         from .writer import Writer
 
-        return self._once("writer", lambda: Writer(self.stores.events, clock=self.clock))
+        return self._once(
+            "writer", lambda: Writer(self.stores.events, clock=self.clock, activity=self.stores.threads)
+        )
 
     @property
     def steps(self) -> RunStepQueue:
@@ -145,7 +147,7 @@ class Services:
             from .writer import Writer
 
             return EngineContext(
-                writer=Writer(self.stores.events, clock=self.clock),
+                writer=Writer(self.stores.events, clock=self.clock, activity=self.stores.threads),
                 stores=self.stores,
                 steps=self.steps,
                 agents=dict(self.agents),

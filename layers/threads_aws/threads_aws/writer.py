@@ -2,6 +2,10 @@
 here, so every line is built the same way, passes `validate_next` before it is stored, and is
 committed with the store's fenced conditional write.
 
+The thread index follows each branch's status (the list row of `GET /v1/threads`): an append
+that changes the fold's status carries the index's `activity` companion, so the row moves with
+the lines that moved it (or, for a batch too large for companions, right after it commits).
+
 Reads stay flat as a log grows: a process keeps each branch's verified fold (`View`) keyed by
 its head seq and refreshes it from the tail (one GetItem for the head, one Query for the new
 lines). A view whose append failed is dropped and rebuilt on the next load, so nothing that the
@@ -14,7 +18,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+import orjson
 
 from .core.canonical import canonical_bytes, new_uuid7
 from .core.errors import LogError
@@ -22,6 +28,7 @@ from .core.fold import Fold
 from .core.importer import Importer
 from .core.lines import StoredLine
 from .store.branches import BranchRecord
+from .store.index import title_of
 from .store.protocol import EventLog
 from .store.records import Companion, NotFound, wall_ms
 
@@ -82,10 +89,29 @@ class View:
 Companions = Callable[[View, list[StoredLine]], Sequence[Companion]]
 
 
+class Activity(Protocol):
+    """The thread index's side of a status change (`store.index.ThreadIndex`)."""
+
+    def activity(
+        self, thread_id: str, branch_id: str, status: str, at: int, title: str | None
+    ) -> Companion: ...
+
+    def record_activity(self, companion: Companion) -> None: ...
+
+
+# A companion-carrying append must fit one transaction (store.append): these bounds keep the
+# activity companion off the batches that might not.
+_FIT_ITEMS = 90
+_FIT_BYTES = 2_000_000
+
+
 class Writer:
-    def __init__(self, store: EventLog, *, clock: Callable[[], int] = wall_ms) -> None:
+    def __init__(
+        self, store: EventLog, *, clock: Callable[[], int] = wall_ms, activity: Activity | None = None
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.activity = activity
         self._views: OrderedDict[str, View] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -186,9 +212,19 @@ class Writer:
         view = view or self.load(branch_id)
         expected = view.head_seq
         ep = epoch if epoch is not None else view.writer_epoch()
+        before = view.fold.status()
+        after_commit = None
         try:
             lines = self.build(view, drafts, epoch=ep, now=now)
             side = list(companions(view, lines)) if companions is not None else []
+            moved = self._activity(view, before, lines, now)
+            if moved is not None:
+                if len(lines) + len(side) < _FIT_ITEMS and (
+                    side or sum(len(x.raw) for x in lines) < _FIT_BYTES  # with companions: one chunk
+                ):
+                    side.append(moved)
+                else:
+                    after_commit = moved
             head = self.store.append(
                 branch_id, lines, expected_head_seq=expected, epoch=ep, now_ms=now, companions=side
             )
@@ -197,7 +233,24 @@ class Writer:
             raise
         view.record = _advanced(view.record, head.seq, head.hash, head.epoch)
         self._keep(view)
+        if after_commit is not None and self.activity is not None:
+            self.activity.record_activity(after_commit)
         return view, lines
+
+    def _activity(
+        self, view: View, before: str, lines: list[StoredLine], now: int | None
+    ) -> Companion | None:
+        """The thread index's companion when these lines changed the branch's status."""
+        status = view.fold.status()
+        if self.activity is None or status == before:
+            return None
+        title = None
+        for line in lines:
+            if line.type == "user_input":
+                title = title_of((line.event or orjson.loads(line.raw))["data"])
+                break
+        at = self.clock() if now is None else now
+        return self.activity.activity(view.thread_id, view.branch_id, status, at, title)
 
 
 def _advanced(rec: BranchRecord, seq: int, hash_: str, epoch: int) -> BranchRecord:

@@ -204,14 +204,15 @@ def openapi() -> Call:
     return Call.get("/openapi.json")
 
 
-# ------------------------------------------------------------------ pending: listing (issue 13 §1)
-def threads(*, limit: int | None = None) -> Call:
-    """GET /v1/threads: the tenant's threads, newest first (pending: not served yet)."""
-    return Call.get("/v1/threads", {"limit": limit})
+# ------------------------------------------------------------------ listing (ours)
+def threads(*, limit: int | None = None, before: str | None = None) -> Call:
+    """listThreads: GET /v1/threads (a page of the tenant's threads, newest first; `Link:
+    rel="next"` names the next)."""
+    return Call.get("/v1/threads", {"limit": limit, "before": before})
 
 
 def thread(thread_id: str) -> Call:
-    """GET /v1/threads/{thread_id}: one thread's summary (pending: not served yet)."""
+    """getThread: GET /v1/threads/{thread_id} (its summary and branches)."""
     return Call.get(_thread(thread_id))
 
 
@@ -235,4 +236,6 @@ OPERATIONS: dict[str, str] = {
     "createSchedule": "create_schedule",
     "listSchedules": "schedules",
     "deleteSchedule": "delete_schedule",
+    "listThreads": "threads",
+    "getThread": "thread",
 }

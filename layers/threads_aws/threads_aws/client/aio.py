@@ -38,6 +38,8 @@ from .types import (
     Schedule,
     ScheduleDeleted,
     StreamMessage,
+    ThreadDetail,
+    ThreadList,
     Timeline,
 )
 
@@ -389,12 +391,15 @@ class AsyncClient:
     async def delete_schedule(self, thread_id: str, schedule_id: str) -> ScheduleDeleted:
         return cast(ScheduleDeleted, await self.send(_calls.delete_schedule(thread_id, schedule_id)))
 
-    # -------------------------------------------------------------- pending: listing (issue 13 §1)
-    async def threads(self, *, limit: int | None = None) -> Any:
-        return await self.send(_calls.threads(limit=limit))
+    # -------------------------------------------------------------- listing (ours)
+    async def threads(self, *, limit: int | None = None, before: str | None = None) -> ThreadList:
+        return cast(ThreadList, await self.send(_calls.threads(limit=limit, before=before)))
 
-    async def thread(self, thread_id: str) -> Any:
-        return await self.send(_calls.thread(thread_id))
+    def thread_pages(self, *, limit: int | None = None) -> AsyncIterator[ThreadList]:
+        return cast("AsyncIterator[ThreadList]", self.pages(_calls.threads(limit=limit)))
+
+    async def thread(self, thread_id: str) -> ThreadDetail:
+        return cast(ThreadDetail, await self.send(_calls.thread(thread_id)))
 
     async def has_operation(self, operation_id: str) -> bool:
         doc = await self.openapi()

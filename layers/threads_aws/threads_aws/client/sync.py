@@ -37,6 +37,8 @@ from .types import (
     Schedule,
     ScheduleDeleted,
     StreamMessage,
+    ThreadDetail,
+    ThreadList,
     Timeline,
 )
 
@@ -410,15 +412,19 @@ class Client:
     def delete_schedule(self, thread_id: str, schedule_id: str) -> ScheduleDeleted:
         return cast(ScheduleDeleted, self.send(_calls.delete_schedule(thread_id, schedule_id)))
 
-    # -------------------------------------------------------------- pending: listing (issue 13 §1)
-    def threads(self, *, limit: int | None = None) -> Any:
-        """The tenant's threads (GET /v1/threads). Pending: a host without the listing routes
-        answers `NotFoundError` (see `has_operation("listThreads")`)."""
-        return self.send(_calls.threads(limit=limit))
+    # -------------------------------------------------------------- listing (ours)
+    def threads(self, *, limit: int | None = None, before: str | None = None) -> ThreadList:
+        """One page of the tenant's threads, newest first (`before`: a cursor from a Link)."""
+        return cast(ThreadList, self.send(_calls.threads(limit=limit, before=before)))
 
-    def thread(self, thread_id: str) -> Any:
-        """One thread's summary (GET /v1/threads/{thread_id}). Pending, like `threads`."""
-        return self.send(_calls.thread(thread_id))
+    def thread_pages(self, *, limit: int | None = None) -> Iterator[ThreadList]:
+        """The tenant's threads page by page, newest first, following `Link: rel="next"`."""
+        return cast("Iterator[ThreadList]", self.pages(_calls.threads(limit=limit)))
+
+    def thread(self, thread_id: str) -> ThreadDetail:
+        """One thread: its branches with their status, open approvals and questions, usage and
+        cost."""
+        return cast(ThreadDetail, self.send(_calls.thread(thread_id)))
 
     def has_operation(self, operation_id: str) -> bool:
         """Whether the host's served contract has this operationId."""

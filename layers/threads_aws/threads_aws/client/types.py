@@ -71,6 +71,74 @@ class BranchInfo(TypedDict):
     runnable: bool
 
 
+ThreadStatus = Literal["idle", "in_turn", "parked", "cancelled", "inspection_only", "unreadable"]
+
+
+class ThreadSummary(TypedDict):
+    """A thread in its tenant's list (ours): `status` as last recorded on `status_branch_id`."""
+
+    thread_id: str
+    main_branch_id: str
+    agent: NotRequired[str]
+    title: NotRequired[str]
+    created_at: int
+    last_activity_at: int
+    status: ThreadStatus
+    status_branch_id: str
+
+
+class ThreadList(TypedDict):
+    threads: list[ThreadSummary]
+
+
+class ThreadUsage(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    unknown_responses: int
+
+
+class ThreadCost(TypedDict):
+    currency: str
+    known_nanos: int
+    upper_bound_nanos: int
+    complete: bool
+    bounded: bool
+
+
+class ThreadBranch(TypedDict):
+    branch_id: str
+    parent_branch_id: NotRequired[str]
+    fork_at_seq: NotRequired[int]
+    mode: Literal["live", "stub"]
+    runnable: bool
+    head_seq: int
+    created_at: int
+    last_activity_at: int
+    status: ThreadStatus
+    open_approvals: NotRequired[int]
+    open_questions: NotRequired[int]
+    usage: NotRequired[ThreadUsage]
+    cost: NotRequired[ThreadCost]
+
+
+class ThreadDetail(TypedDict):
+    """One thread (ours): the main branch's status, usage and cost; every branch's open items."""
+
+    thread_id: str
+    main_branch_id: str
+    agent: NotRequired[str]
+    title: NotRequired[str]
+    created_at: int
+    last_activity_at: int
+    status: ThreadStatus
+    status_branch_id: str
+    branches: list[ThreadBranch]
+    open_approvals: int
+    open_questions: int
+    usage: NotRequired[ThreadUsage]
+    cost: NotRequired[ThreadCost]
+
+
 class ForkPoint(TypedDict):
     branch_id: str
     seq: int
@@ -213,6 +281,12 @@ SCHEMAS: dict[str, type] = {
     "Appended": Appended,
     "BranchInfo": BranchInfo,
     "ForkPoint": ForkPoint,
+    "ThreadSummary": ThreadSummary,
+    "ThreadList": ThreadList,
+    "ThreadUsage": ThreadUsage,
+    "ThreadCost": ThreadCost,
+    "ThreadBranch": ThreadBranch,
+    "ThreadDetail": ThreadDetail,
     "PendingApproval": PendingApproval,
     "TimelineEntry": TimelineEntry,
     "Timeline": Timeline,

@@ -57,6 +57,14 @@ def _subscribe(h: Host, r: Request) -> dict[str, Any]:
     }
 
 
+def _list_threads(h: Host, r: Request) -> dict[str, Any]:
+    from . import listing
+
+    limit, before = listing.list_params(r.query)
+    page, cursor = h.threads(r.who(), limit, before)
+    return response(200, page, listing.next_link(cursor, limit))
+
+
 def _stop(h: Host, r: Request) -> dict[str, Any]:
     body = r.json("StopRequest") if r.body else {}  # the body is optional
     return response(200, h.stop(r.who(), r.thread_id, r.branch_id, body))
@@ -170,4 +178,7 @@ ROUTES: dict[str, tuple[frozenset[str], Call]] = {
     "createSchedule": (_codes("invalid_request"), _create_schedule),
     "listSchedules": (_codes(), lambda h, r: response(200, _schedules().list_for(h, r.who(), r.thread_id))),
     "deleteSchedule": (_codes(), _delete_schedule),
+    # ours: listing (issue 13 §1)
+    "listThreads": (_codes("invalid_request"), _list_threads),
+    "getThread": (_codes(), lambda h, r: response(200, h.thread(r.who(), r.thread_id))),
 }

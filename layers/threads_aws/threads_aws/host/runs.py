@@ -132,7 +132,7 @@ class Runs(HostBase):
         ]
         lines = self.writer.build(view, drafts, epoch=1, now=now)
         receipt = self._receipt(principal, key, body_hash, thread_id, branch_id)(lines)
-        self.store.create_branch(_with(spec, lines, receipt))
+        self.store.create_branch(_with(spec, lines, receipt, view.fold.status()))
         return _accepted(thread_id, branch_id, lines)
 
     def _continue(
@@ -218,10 +218,12 @@ def _check_budgets(
         )
 
 
-def _with(spec: NewBranch, lines: Sequence[StoredLine], companions: Sequence[Companion]) -> NewBranch:
+def _with(
+    spec: NewBranch, lines: Sequence[StoredLine], companions: Sequence[Companion], status: str
+) -> NewBranch:
     from dataclasses import replace
 
-    return replace(spec, lines=lines, companions=companions)
+    return replace(spec, lines=lines, companions=companions, status=status)
 
 
 def _accepted(thread_id: str, branch_id: str, lines: list[StoredLine]) -> dict[str, str]:

@@ -10,19 +10,21 @@ Each method takes the authenticated Principal and answers a contract value or ra
 
 The routes by concern: `runs` (start a run, find one), `controls` (approvals, answers, parked
 effects, cancel, settings, mode; who may decide: `authority`), `reads` (timeline, branches,
-approvals), `forks` (fork points, fork), `steering` (steer, stop when idle; ours).
+approvals), `forks` (fork points, fork), `steering` (steer, stop when idle; ours), `listing`
+(the tenant's threads, a thread's summary; ours).
 """
 
 from __future__ import annotations
 
 from .controls import Controls
 from .forks import Forks
+from .listing import Listing
 from .reads import Reads
 from .runs import Runs
 from .steering import Steering
 
 
-class Host(Runs, Controls, Reads, Forks, Steering):
+class Host(Runs, Controls, Reads, Forks, Steering, Listing):
     """Built by `services.Services.host()`: Host(stores, writer, steps, agents, clock)."""
 
 

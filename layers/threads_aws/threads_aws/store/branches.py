@@ -90,6 +90,7 @@ class BranchRecord:
     stage_expires_at: int = 0
     stage_epoch: int = 0
     dropped_ref: str | None = None  # canonical JSON of an ArtifactRef (torn tail)
+    updated_at: int = 0  # ms of the last append (store.append sets it), else created_at
 
     @property
     def lease(self) -> Lease | None:
@@ -123,6 +124,7 @@ class BranchRecord:
             stage_expires_at=n_of(item, "stage_expires_at") or 0,
             stage_epoch=n_of(item, "stage_epoch") or 0,
             dropped_ref=s_of(item, "dropped_ref"),
+            updated_at=n_of(item, "updated_at") or n_of(item, "created_at") or 0,
         )
 
     @classmethod
@@ -145,6 +147,7 @@ class BranchRecord:
             writer_impl=spec.writer_impl,
             header_hash=spec.header.hash,
             created_at=created_at,
+            updated_at=created_at,
         )
 
 
@@ -174,6 +177,7 @@ class NewBranch:
     head_hash: str | None = None
     head_epoch: int = 0
     create_thread: bool = False
+    status: str | None = None  # a new thread's fold status after `lines`, for its list row
     lines: Sequence[StoredLine] = ()
     companions: Sequence[Companion] = ()
 
@@ -333,7 +337,9 @@ class Branches:
             "ConditionExpression": "attribute_not_exists(pk)",
         }
         thread = (
-            index.thread_put(t, rec.tenant, rec.thread_id, rec.branch_id, rec.created_at)
+            index.thread_put(
+                t, rec.tenant, rec.thread_id, rec.branch_id, rec.created_at, spec.lines, spec.status
+            )
             if spec.create_thread
             else index.thread_check(t, rec.tenant, rec.thread_id)
         )

@@ -2,10 +2,21 @@
 
 Items (pk, sk):
 - ``THREAD#<thread_id>`` / ``META``: the thread (ThreadRecord); gsi1 = ``TENANT#<tenant>`` /
-  ``<created_at:016d>#<thread_id>`` lists a tenant's threads.
+  ``<created_at:016d>#<thread_id>`` lists a tenant's threads (newest first: the query runs
+  backwards). It also carries the listing's summary: ``agent`` and ``title`` (from the first
+  lines: thread_started, the first user_input), ``status`` / ``status_branch_id`` /
+  ``status_at`` (the fold status of the branch whose status changed last).
 - ``THREAD#<thread_id>`` / ``BRANCH#<branch_id>``: membership of a branch in its thread.
 
-Both are written in the transaction that creates a branch (`store.branches`).
+Both are written in the transaction that creates a branch (`store.branches`). The summary moves
+with the appends that change a branch's status: `activity` is their companion (an unconditional
+Update of META, so it can never fail the append it rides with), built by the Writer, which knows
+the fold before and after. A status changes a few times a run (a turn opens, parks, ends), so the
+write cost is one more transaction item on those appends only; the last activity time is not
+written at all: it is the status branch's head ``updated_at``, which every append already sets,
+read with the page (one BatchGetItem). Branches of one thread that change status concurrently
+leave the later commit's status (TransactionConflict orders them): the list is a summary, the
+thread's own route (`GET /v1/threads/{id}`) reads each branch's fold.
 
 Tenant isolation: every lookup takes the caller's tenant, and a thread or branch of another
 tenant reads as absent (None / []), exactly like a missing one, so its existence doesn't leak.
@@ -13,13 +24,17 @@ tenant reads as absent (None / []), exactly like a missing one, so its existence
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from .dynamo import Expr, S, condition_failed
-from .records import AlreadyExists, Item
+from ..core.lines import StoredLine
+from .dynamo import Expr, N, S, condition_failed, n_of, s_of
+from .records import AlreadyExists, Companion, Item
 
 if TYPE_CHECKING:
     from .branches import Branches, BranchRecord
@@ -40,25 +55,87 @@ def tenant_gsi_pk(tenant: str) -> str:
     return f"TENANT#{tenant}"
 
 
+TITLE_CHARS = 120  # of the first prompt, for a list row
+_CURSOR = re.compile(r"[0-9]{16}#[A-Za-z0-9._:-]{1,128}")
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadRecord:
     thread_id: str
     tenant: str
     main_branch_id: str
     created_at: int
+    agent: str | None = None
+    title: str | None = None
+    status: str = "idle"
+    status_branch_id: str = ""  # "" until a status change names one: the main branch
+    status_at: int = 0
+
+    @property
+    def cursor(self) -> str:
+        """This thread's place in its tenant's list (the gsi1 sort key)."""
+        return f"{self.created_at:016d}#{self.thread_id}"
 
     @classmethod
     def from_item(cls, item: Item) -> ThreadRecord:
+        created = int(item["created_at"]["N"])
         return cls(
             thread_id=item["thread_id"]["S"],
             tenant=item["tenant"]["S"],
             main_branch_id=item["main_branch_id"]["S"],
-            created_at=int(item["created_at"]["N"]),
+            created_at=created,
+            agent=s_of(item, "agent"),
+            title=s_of(item, "title"),
+            status=s_of(item, "status") or "idle",
+            status_branch_id=s_of(item, "status_branch_id") or item["main_branch_id"]["S"],
+            status_at=n_of(item, "status_at") or created,
         )
 
 
-def thread_item(tenant: str, thread_id: str, main_branch_id: str, created_at: int) -> Item:
-    return {
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What a thread's first lines tell its list row."""
+
+    agent: str | None = None
+    title: str | None = None
+
+
+def summary_of(lines: Sequence[StoredLine]) -> Summary:
+    """The agent (thread_started) and the title (the first user_input's text) among `lines`."""
+    agent = title = None
+    for line in lines:
+        ev = json.loads(line.raw)
+        data = ev.get("data") or {}
+        if ev.get("type") == "thread_started" and agent is None:
+            name = data.get("agent_name")
+            agent = name if isinstance(name, str) else None
+        elif ev.get("type") == "user_input" and title is None:
+            title = title_of(data)
+    return Summary(agent, title)
+
+
+def title_of(user_input: dict[str, Any]) -> str | None:
+    """A list title from a user_input's text, or its first text part: one line, cut short."""
+    text = user_input.get("text")
+    if not isinstance(text, str):
+        parts = user_input.get("content")
+        texts = [p.get("text") for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+        text = next((t for t in texts if isinstance(t, str) and t.strip()), None)
+    if not isinstance(text, str) or not text.strip():
+        return None
+    one = " ".join(text.split())
+    return one if len(one) <= TITLE_CHARS else one[: TITLE_CHARS - 1] + "\u2026"
+
+
+def thread_item(
+    tenant: str,
+    thread_id: str,
+    main_branch_id: str,
+    created_at: int,
+    summary: Summary = Summary(),
+    status: str | None = None,
+) -> Item:
+    item: Item = {
         **thread_key(thread_id),
         "kind": S("thread"),
         "thread_id": S(thread_id),
@@ -68,12 +145,52 @@ def thread_item(tenant: str, thread_id: str, main_branch_id: str, created_at: in
         "gsi1pk": S(tenant_gsi_pk(tenant)),
         "gsi1sk": S(f"{created_at:016d}#{thread_id}"),
     }
+    if summary.agent is not None:
+        item["agent"] = S(summary.agent)
+    if summary.title is not None:
+        item["title"] = S(summary.title)
+    if status is not None:
+        item["status"] = S(status)
+        item["status_branch_id"] = S(main_branch_id)
+        item["status_at"] = N(created_at)
+    return item
 
 
-def thread_put(table: str, tenant: str, thread_id: str, main_branch_id: str, created_at: int) -> Item:
-    """The TransactItem creating a thread's META item (fails if the thread id is taken)."""
-    item = thread_item(tenant, thread_id, main_branch_id, created_at)
+def thread_put(
+    table: str,
+    tenant: str,
+    thread_id: str,
+    main_branch_id: str,
+    created_at: int,
+    lines: Sequence[StoredLine] = (),
+    status: str | None = None,
+) -> Item:
+    """The TransactItem creating a thread's META item (fails if the thread id is taken), with the
+    summary its first `lines` give and the fold `status` after them (when the caller knows it)."""
+    item = thread_item(tenant, thread_id, main_branch_id, created_at, summary_of(lines), status)
     return {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+
+
+def activity_update(
+    table: str, thread_id: str, branch_id: str, status: str, at: int, title: str | None = None
+) -> Item:
+    """The TransactItem recording a branch's new fold status on its thread's row (and the title,
+    if the thread has none yet: a thread started by a channel gets it from its first message).
+    Unconditional: it never fails the append it commits with."""
+    e = Expr()
+    sets = [
+        f"{e.n('status')} = {e.v(S(status))}",
+        f"{e.n('status_branch_id')} = {e.v(S(branch_id))}",
+        f"{e.n('status_at')} = {e.v(N(at))}",
+    ]
+    if title is not None:
+        t = e.n("title")
+        sets.append(f"{t} = if_not_exists({t}, {e.v(S(title))})")
+    return {
+        "Update": e.apply(
+            {"TableName": table, "Key": thread_key(thread_id), "UpdateExpression": "SET " + ", ".join(sets)}
+        )
+    }
 
 
 def thread_check(table: str, tenant: str, thread_id: str) -> Item:
@@ -101,6 +218,10 @@ def membership_put(table: str, tenant: str, thread_id: str, branch_id: str, crea
 
 def membership_delete(table: str, thread_id: str, branch_id: str) -> Item:
     return {"Delete": {"TableName": table, "Key": membership_key(thread_id, branch_id)}}
+
+
+def valid_cursor(cursor: str) -> bool:
+    return _CURSOR.fullmatch(cursor) is not None
 
 
 class ThreadIndex:
@@ -134,23 +255,56 @@ class ThreadIndex:
         return ThreadRecord.from_item(item)
 
     def list_threads(
-        self, tenant: str, *, limit: int = 50, after: str | None = None
+        self, tenant: str, *, limit: int = 50, before: str | None = None
     ) -> tuple[list[ThreadRecord], str | None]:
-        """A tenant's threads, oldest first (gsi1, eventually consistent). Returns (page, cursor)."""
+        """A tenant's threads, newest first (gsi1 read backwards, eventually consistent: a thread
+        created a moment ago may be missing for a moment). `before` is the previous page's cursor
+        (`ThreadRecord.cursor`). Returns (page, the next page's cursor or None)."""
+        if before is not None and not valid_cursor(before):
+            raise ValueError(f"malformed thread cursor {before!r}")
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "gsi1",
             "KeyConditionExpression": "gsi1pk = :p",
             "ExpressionAttributeValues": {":p": S(tenant_gsi_pk(tenant))},
-            "Limit": limit,
+            "ScanIndexForward": False,
+            # one more than asked: a page that fills exactly knows there is no next one
+            "Limit": limit + 1,
         }
-        if after:
-            kwargs["KeyConditionExpression"] += " AND gsi1sk > :a"
-            kwargs["ExpressionAttributeValues"][":a"] = S(after)
-        out = self.ddb.query(**kwargs)
-        items = out.get("Items", [])
-        cursor = items[-1]["gsi1sk"]["S"] if out.get("LastEvaluatedKey") and items else None
-        return [ThreadRecord.from_item(i) for i in items], cursor
+        if before:
+            kwargs["KeyConditionExpression"] += " AND gsi1sk < :b"
+            kwargs["ExpressionAttributeValues"][":b"] = S(before)
+        items: list[Item] = []
+        while len(items) <= limit:
+            out = self.ddb.query(**kwargs)
+            items.extend(out.get("Items", []))
+            if not out.get("LastEvaluatedKey"):
+                break
+            kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+        page = [ThreadRecord.from_item(i) for i in items[:limit]]
+        return page, (page[-1].cursor if len(items) > limit and page else None)
+
+    def last_activity(self, threads: Sequence[ThreadRecord]) -> dict[str, int]:
+        """thread_id → ms of its last append: the status branch's head ``updated_at`` (set by
+        every append), never before the row's own status change. One BatchGetItem a page."""
+        heads = {r.branch_id: r for r in self.branches.heads([t.status_branch_id for t in threads])}
+        out = {}
+        for t in threads:
+            head = heads.get(t.status_branch_id)
+            out[t.thread_id] = max(t.status_at, head.updated_at if head is not None else 0)
+        return out
+
+    def activity(self, thread_id: str, branch_id: str, status: str, at: int, title: str | None) -> Companion:
+        """The companion of an append that changes `branch_id`'s fold status (`activity_update`)."""
+        return Companion(
+            "thread_activity", activity_update(self.table, thread_id, branch_id, status, at, title)
+        )
+
+    def record_activity(self, companion: Companion) -> None:
+        """Apply an activity update on its own: for an append too large to carry companions (a
+        split batch), right after it commits. A crash in between leaves the row's status one
+        change behind until the branch's next change; the thread's own route is exact."""
+        self.ddb.update_item(**companion.item["Update"])
 
     def list_branches(self, tenant: str, thread_id: str) -> list[BranchRecord]:
         """The thread's branches (not those still `forking`), oldest first."""

@@ -140,24 +140,27 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 @guarded
 def cmd_threads(args: argparse.Namespace) -> int:
-    """The tenant's threads (when the host serves the listing routes)."""
+    """The tenant's threads, newest first: one page (`--limit`), or every page with `--all`."""
     with client_of(args) as client:
         if not client.has_operation("listThreads"):
             raise Refused(
-                "thread listing is not available on this host (GET /v1/threads is not served yet)",
+                "thread listing is not available on this host (GET /v1/threads is not served)",
                 EXIT_NOT_SERVED,
             )
-        page = client.threads(limit=args.limit)
+        if args.all:
+            rows = [t for page in client.thread_pages(limit=args.limit) for t in page["threads"]]
+        else:
+            rows = list(client.threads(limit=args.limit)["threads"])
     if args.json:
-        print_json(console_of(args), page)
+        print_json(console_of(args), {"threads": rows})
         return EXIT_OK
-    items = (page.get("threads", page.get("items")) if isinstance(page, dict) else page) or []
+    from .render import threads_table
+
     console = console_of(args)
-    for t in items:
-        console.print(
-            f"{t.get('thread_id')}  {t.get('agent', '')}  {t.get('status', '')}  {t.get('title', '')}",
-            highlight=False,
-        )
+    if not rows:
+        console.print('no threads yet: start one with `threads-aws run "..."`', style="dim", highlight=False)
+    else:
+        console.print(threads_table(rows))
     return EXIT_OK
 
 

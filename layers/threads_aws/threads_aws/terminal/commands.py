@@ -82,8 +82,9 @@ def add_people_parsers(top: argparse._SubParsersAction) -> None:  # type: ignore
     p = add("show", "cmd_show", "print a thread's timeline")
     _thread(p)
 
-    p = add("threads", "cmd_threads", "list the tenant's threads (when the host serves listing)")
-    p.add_argument("--limit", type=int, help="at most this many")
+    p = add("threads", "cmd_threads", "list the tenant's threads, newest first")
+    p.add_argument("--limit", type=int, help="at most this many (a page; default 50)")
+    p.add_argument("--all", action="store_true", help="every page")
 
     for name, func, what in (("approve", "cmd_approve", "grant"), ("deny", "cmd_deny", "deny")):
         p = add(name, func, f"{what} a pending approval (the only one, or CHALLENGE)")

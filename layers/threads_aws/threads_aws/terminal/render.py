@@ -189,6 +189,40 @@ def timeline_table(entries: Iterable[Mapping[str, Any]]) -> Table:
     return table
 
 
+STATUS_STYLE = {"in_turn": "cyan", "parked": "yellow", "cancelled": "red", "unreadable": "red"}
+
+
+def when(ms: int | None) -> str:
+    """A list's time: the clock today, else the date."""
+    if not isinstance(ms, int):
+        return ""
+    t = time.localtime(ms / 1000)
+    today = time.localtime()
+    fmt = "%H:%M:%S" if t[:3] == today[:3] else "%Y-%m-%d %H:%M"
+    return time.strftime(fmt, t)
+
+
+def threads_table(rows: Iterable[Mapping[str, Any]]) -> Table:
+    """`threads-aws threads`: newest first, one line each (the title takes what is left)."""
+    table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, expand=True)
+    # The id whole (it is what the other commands take); the title gives way first.
+    table.add_column("thread", no_wrap=True, min_width=36)
+    table.add_column("agent", no_wrap=True, min_width=5)
+    table.add_column("status", no_wrap=True, min_width=9)
+    table.add_column("last activity", style="dim", no_wrap=True, min_width=8)
+    table.add_column("title", overflow="ellipsis", no_wrap=True, min_width=8, ratio=1)
+    for t in rows:
+        status = str(t.get("status", ""))
+        table.add_row(
+            str(t.get("thread_id", "")),
+            str(t.get("agent", "")),
+            Text(status.replace("_", " "), style=STATUS_STYLE.get(status, "green")),
+            when(t.get("last_activity_at")),
+            Text(str(t.get("title", "")), style="" if t.get("title") else "dim"),
+        )
+    return table
+
+
 def outcome_text(outcome: Mapping[str, Any]) -> Text:
     status = outcome.get("status")
     if status == "completed":

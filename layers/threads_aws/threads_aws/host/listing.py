@@ -1,0 +1,142 @@
+"""Listing (ours, add-only: `x-threads-aws: ours` in the served contract): a tenant's threads,
+newest first, and one thread's summary.
+
+`GET /v1/threads` reads the thread index only (`store.index`: one gsi1 query backwards and one
+BatchGetItem of the status branches' heads per page), never a log: its cost is the page's, not
+the tenant's. Each row's status is the one its last status-changing append recorded
+(`Writer`'s activity companion); `GET /v1/threads/{thread_id}` is exact: it folds each branch
+(the cached views every control uses) for its status, open approvals and questions, usage and
+cost.
+
+Paging: `limit` (1..MAX_LIMIT, default DEFAULT_LIMIT) and `before` (the cursor of the previous
+page's last thread). A page that stops before the end says where the rest is with
+`Link: <threads?before=C&limit=L>; rel="next"`, relative to the request's URL, like the
+timeline. A malformed value is invalid_request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from ..core import projections
+from ..core.errors import LogError
+from ..core.fold import Fold
+from ..store.branches import BranchRecord
+from ..store.index import ThreadRecord, valid_cursor
+from .base import HIDDEN, NOT_RUNNABLE, HostBase
+from .errors import invalid
+from .principal import Principal
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+
+
+def list_params(query: Mapping[str, str]) -> tuple[int, str | None]:
+    """(limit, before) of a list request, checked before anything is read."""
+    raw = query.get("limit")
+    limit = DEFAULT_LIMIT
+    if raw is not None:
+        if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+            raise invalid(f"query parameter limit must be an integer in 1..{MAX_LIMIT}")
+        limit = int(raw)
+    before = query.get("before")
+    if before is not None and not valid_cursor(before):
+        raise invalid("query parameter before must be a cursor from a previous page's Link")
+    return limit, before
+
+
+def next_link(before: str | None, limit: int) -> dict[str, str]:
+    if before is None:
+        return {}
+    return {"Link": f'<threads?{urlencode({"before": before, "limit": limit})}>; rel="next"'}
+
+
+def _row(t: ThreadRecord, last_activity: int) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "thread_id": t.thread_id,
+        "main_branch_id": t.main_branch_id,
+        "created_at": t.created_at,
+        "last_activity_at": last_activity,
+        "status": t.status,
+        "status_branch_id": t.status_branch_id,
+    }
+    if t.agent is not None:
+        out["agent"] = t.agent
+    if t.title is not None:
+        out["title"] = t.title
+    return out
+
+
+def _usage(fold: Fold) -> dict[str, int]:
+    return {
+        "input_tokens": fold.usage_in,
+        "output_tokens": fold.usage_out,
+        "unknown_responses": fold.usage_unknown,
+    }
+
+
+def _open(fold: Fold) -> tuple[int, int]:
+    """(open approvals, open questions): what a person can answer now."""
+    approvals = 0
+    for kind, ident in fold.parked:
+        ch = fold.challenges.get(ident) if kind == "approval" else None
+        approvals += ch is not None and not ch.consumed
+    questions = sum(1 for (kind, _id) in fold.parked if kind == "input")
+    return approvals, questions
+
+
+class Listing(HostBase):
+    def threads(
+        self, principal: Principal, limit: int, before: str | None
+    ) -> tuple[dict[str, Any], str | None]:
+        """One page of the tenant's threads, and the next page's cursor (None: the last page)."""
+        page, cursor = self.index.list_threads(principal.tenant, limit=limit, before=before)
+        last = self.index.last_activity(page) if page else {}
+        return {"threads": [_row(t, last.get(t.thread_id, t.status_at)) for t in page]}, cursor
+
+    def thread(self, principal: Principal, thread_id: str) -> dict[str, Any]:
+        t = self._thread(principal, thread_id)
+        branches = [r for r in self.index.list_branches(principal.tenant, thread_id) if r.state not in HIDDEN]
+        infos = [self._branch_info(r) for r in branches]
+        main = next((i for i in infos if i["branch_id"] == t.main_branch_id), infos[0] if infos else None)
+        out = _row(t, max([t.status_at, *(r.updated_at for r in branches)]))
+        if main is not None:
+            out["status"] = main["status"]
+            for k in ("usage", "cost"):
+                if k in main:
+                    out[k] = main[k]
+        out["open_approvals"] = sum(i.get("open_approvals", 0) for i in infos)
+        out["open_questions"] = sum(i.get("open_questions", 0) for i in infos)
+        out["branches"] = infos
+        return out
+
+    def _branch_info(self, rec: BranchRecord) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "branch_id": rec.branch_id,
+            "mode": "live",
+            "runnable": rec.state not in NOT_RUNNABLE,
+            "head_seq": rec.head_seq,
+            "created_at": rec.created_at,
+            "last_activity_at": rec.updated_at,
+        }
+        if rec.parent_branch_id is not None:
+            info["parent_branch_id"] = rec.parent_branch_id
+        if rec.fork_at_seq is not None:
+            info["fork_at_seq"] = rec.fork_at_seq
+        try:
+            with self._lock:
+                fold = self._load(rec).fold
+                info["status"] = fold.status()
+                info["open_approvals"], info["open_questions"] = _open(fold)
+                info["usage"] = _usage(fold)
+                cost = projections.cost(fold.events)
+        except LogError:
+            # A branch this host cannot read (corrupt, an unknown critical event): listed, with
+            # what its head says; its timeline answers the typed error.
+            info["status"] = "unreadable"
+            return info
+        if cost is not None and "error" not in cost:
+            info["cost"] = cost
+        return info
