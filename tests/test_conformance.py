@@ -15,6 +15,22 @@ def test_case(case_dir: Path) -> None:
     assert result.verdict != "FAIL", result.line()
 
 
+def _fork_case(d: Path) -> bool:
+    import json
+
+    return (d / "case.json").exists() and json.loads((d / "case.json").read_text()).get("kind") == "fork"
+
+
+@pytest.mark.parametrize("case_dir", shared.cases(_fork_case))
+def test_fork_case_on_the_s3_workspace_provider(case_dir: Path) -> None:
+    """The fork kind on the real provider where the sandbox script permits it (a scripted lost
+    answer or crash is a fake's behaviour: SKIP)."""
+    from threads_aws.conformance.kinds import fork_permits_real
+
+    result = run_case(case_dir, sandbox="s3")
+    assert result.verdict == ("PASS" if fork_permits_real(case_dir) else "SKIP"), result.line()
+
+
 def test_cli_output_and_exit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from threads_aws.conformance.runner import main
 

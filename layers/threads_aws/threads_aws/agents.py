@@ -30,8 +30,63 @@ from .engine.models import ADAPTER_VERSIONS, MODEL_PARAMS, PROVIDER_ADAPTERS, kn
 
 DEFAULT_FILE = Path(__file__).resolve().parent / "data" / "agents.json"
 
+
 # The built-in tools' specs (what the model sees and what decides effect handling). Their
 # implementations live in `engine.tools`.
+def _obj(required: list[str], **props: Any) -> dict[str, Any]:
+    return {"additionalProperties": False, "properties": props, "required": required, "type": "object"}
+
+
+_STR = {"type": "string"}
+_INT = {"minimum": 0, "type": "integer"}
+_BOOL = {"type": "boolean"}
+# Workspace writes: idempotent by construction (`engine.file_tools`: same key, same base, same
+# manifest; content-addressed conditional puts), so a crash after effect_begin settles
+# safe_to_retry inside the window instead of parking.
+WORKSPACE_DEDUP_WINDOW_MS = 7 * 86_400_000
+FILE_TOOLS: dict[str, dict[str, Any]] = {
+    "read_file": {
+        "description": "Read a UTF-8 file of the workspace (paths relative to /workspace); "
+        "offset/limit select lines.",
+        "effect_class": "read_only",
+        "input_schema": _obj(["path"], limit=_INT, offset=_INT, path=_STR),
+    },
+    "list_files": {
+        "description": "List the workspace's files (path and size), optionally under a directory.",
+        "effect_class": "read_only",
+        "input_schema": _obj([], path=_STR),
+    },
+    "glob": {
+        "description": "Workspace paths matching a glob (* and ? within a segment, ** across).",
+        "effect_class": "read_only",
+        "input_schema": _obj(["pattern"], pattern=_STR),
+    },
+    "grep": {
+        "description": "Lines matching a regular expression in the workspace's text files.",
+        "effect_class": "read_only",
+        "input_schema": _obj(["pattern"], glob=_STR, ignore_case=_BOOL, path=_STR, pattern=_STR),
+    },
+    "write_file": {
+        "description": "Create or overwrite a workspace file with UTF-8 text.",
+        "effect_class": "idempotent",
+        "dedup_window_ms": WORKSPACE_DEDUP_WINDOW_MS,
+        "input_schema": _obj(["path", "content"], content=_STR, path=_STR),
+    },
+    "edit_file": {
+        "description": "Replace an exact string in a workspace file (it must occur once, "
+        "unless replace_all).",
+        "effect_class": "idempotent",
+        "dedup_window_ms": WORKSPACE_DEDUP_WINDOW_MS,
+        "input_schema": _obj(
+            ["path", "old_string", "new_string"],
+            new_string=_STR,
+            old_string=_STR,
+            path=_STR,
+            replace_all=_BOOL,
+        ),
+    },
+}
+
 BUILTIN_TOOLS: dict[str, dict[str, Any]] = {
     "ask_user": {
         "name": "ask_user",
@@ -92,6 +147,7 @@ BUILTIN_TOOLS: dict[str, dict[str, Any]] = {
         },
     },
 }
+BUILTIN_TOOLS.update({name: {"name": name, **spec} for name, spec in FILE_TOOLS.items()})
 
 
 @dataclass(frozen=True)

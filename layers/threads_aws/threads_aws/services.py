@@ -135,8 +135,13 @@ class Services:
     def host(self) -> Host:
         """The API's `Host` (one per container: its lock orders a process's controls)."""
         from .host.service import Host
+        from .sandbox.provider import S3WorkspaceProvider
 
-        return self._once("host", lambda: Host(self.stores, self.writer, self.steps, self.agents, self.clock))
+        def make() -> Host:
+            sandbox = S3WorkspaceProvider(self.stores.artifacts)  # restores workspace snapshots
+            return Host(self.stores, self.writer, self.steps, self.agents, self.clock, sandbox=sandbox)
+
+        return self._once("host", make)
 
     def engine(self, **overrides: Any) -> EngineContext:
         """The worker's `EngineContext`; `overrides` (models, tools, lease_ttl_ms, ...) build a

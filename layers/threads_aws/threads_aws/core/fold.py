@@ -21,6 +21,7 @@ from typing import Any
 from .ask_user import ambiguous_options, match, options_of
 from .canonical import canonical_hash, sha256_hex
 from .errors import LogError
+from .manifest import manifest_of_receipt
 
 MAX_INT = (1 << 53) - 1
 EFFECT_STATUS = {
@@ -160,6 +161,10 @@ class Fold:
     snapshots: dict[int, tuple[bool, int | None, str]] = field(
         default_factory=dict
     )  # seq -> (quiescent, expires, id)
+    # the workspace: the current manifest hash (latest workspace write's receipt, or the latest
+    # snapshot's manifest: a child inherits it through its fork point) and the latest snapshot's
+    workspace: str | None = None
+    snapshot_manifest: str | None = None
     last_compacted_seq: int = 0
     last_compacted_range: tuple[int, int] = (0, 0)
     compaction_failures: int = 0  # compaction_failed since the last compacted (the breaker)
@@ -377,6 +382,9 @@ class Fold:
 
     def _on_effect_commit(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self._effect(ev, seq, d, "effect_commit")
+        manifest = manifest_of_receipt(d.get("provider_receipt"))
+        if manifest is not None:
+            self.workspace = manifest
 
     def _on_effect_unknown(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self._effect(ev, seq, d, "effect_unknown")
@@ -422,6 +430,7 @@ class Fold:
 
     def _on_snapshot(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self.snapshots[seq] = (self.quiescent(), d["expires_at"], ev["event_id"])
+        self.workspace = self.snapshot_manifest = d["manifest_hash"]
 
     def _on_fork(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self.own_fork_reason = d["reason"]

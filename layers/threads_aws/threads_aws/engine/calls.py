@@ -168,6 +168,7 @@ class Calls(Effects):
             attempt=attempt,
             clock=self.ctx.clock,
             stores=self.ctx.stores,
+            workspace=view.fold.workspace,
         )
         if not readonly:
             self.dispatch_effect(call, executor, tc, view)

@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import render
+from ..sandbox.provider import S3WorkspaceProvider
 from ..store.protocol import Artifacts, EventLog, StepQueue, Stores
 from ..store.records import wall_ms
 from ..writer import View, Writer
+from .file_tools import FILE_EXECUTORS
 from .models import ModelAdapter, adapter_for
 from .tools import BUILTIN_EXECUTORS, Executor
 
@@ -45,10 +47,11 @@ class EngineContext:
     agents: dict[str, Any] | None = None
     models: ModelResolver = adapter_for
     clock: Callable[[], int] = wall_ms
-    tools: dict[str, Executor] = field(default_factory=lambda: dict(BUILTIN_EXECUTORS))
+    tools: dict[str, Executor] = field(default_factory=lambda: {**BUILTIN_EXECUTORS, **FILE_EXECUTORS})
     inbox_queue: Any = None  # channels: wakes a thread whose inbox items waited on this branch
     lease_ttl_ms: int = LEASE_TTL_MS
     margin_ms: int = DEADLINE_MARGIN_MS
+    _sandbox: S3WorkspaceProvider | None = None
     _rendered: OrderedDict[str, _Rendered] = field(default_factory=OrderedDict)
 
     @property
@@ -65,6 +68,13 @@ class EngineContext:
         from ..services import Services
 
         return Services.from_env(environ, session=session).engine()
+
+    @property
+    def sandbox(self) -> S3WorkspaceProvider:
+        """The workspace provider that captures snapshots (over this context's artifacts)."""
+        if self._sandbox is None:
+            self._sandbox = S3WorkspaceProvider(self.artifacts)
+        return self._sandbox
 
     def renderer(self, view: View) -> render.Renderer:
         """The branch's Render v1 renderer, fed the view's events it hasn't seen (a step renders

@@ -13,6 +13,7 @@ window a re-send under the same effect key is safe (`safe_to_retry`).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ..core.canonical import canonical_bytes
 from ..core.fold import Call, Fold
@@ -82,9 +83,12 @@ class Effects(StepBase):
             return
         body = canonical_bytes({"is_error": out.is_error, "text": out.text})
         ref = self.ctx.artifacts.put(body, "application/json")
+        commit: dict[str, Any] = {"call_id": call.call_id, "result_ref": ref}
+        if out.receipt is not None:
+            commit["provider_receipt"] = out.receipt
         self.append_sticky(
             lambda v: [
-                Draft("effect_commit", {"call_id": call.call_id, "result_ref": ref}, HOST),
+                Draft("effect_commit", commit, HOST),
                 result(call.call_id, out.text, "executed", out.is_error),
             ]
         )

@@ -189,6 +189,8 @@ class DemoModel:
     - `ask: <question>` → tool_use `ask_user {question}`;
     - `todo: a; b; c` → tool_use `todo_write` (ids t1.., status pending);
     - `time` → tool_use `time {}` (read-only);
+    - `write <path>: <text>` → `write_file {path, content}` (a workspace write, an effect);
+    - `read <path>` → `read_file {path}`; `ls` → `list_files {}` (read-only);
     - anything else → the text `You said: "<line>"`;
     - `long: <n>`, structured output, compaction, `max_tokens` and token counts:
       `engine.demo_limits`.
@@ -252,6 +254,16 @@ class DemoModel:
     def _tool_use(text: str) -> tuple[str, dict[str, Any]] | None:
         head, sep, rest = text.partition(":")
         cmd, rest = head.strip().lower(), rest.strip()
+        verb, _, arg = text.strip().partition(" ")
+        if verb.lower() == "write" and sep and head.strip()[5:].strip():
+            return "write_file", {
+                "content": text.partition(":")[2].lstrip(" "),
+                "path": head.strip()[5:].strip(),
+            }
+        if verb.lower() == "read" and arg.strip():
+            return "read_file", {"path": arg.strip()}
+        if text.strip().lower() == "ls":
+            return "list_files", {}
         if sep and cmd == "note" and rest:
             return "note", {"text": rest}
         if sep and cmd == "ask" and rest:

@@ -40,6 +40,7 @@ from .context import EngineContext, StepOutcome
 from .loop import HOST, RECOVERY, Stop
 from .model_turn import ModelTurn, abandon_open_attempts
 from .replies import Replies, is_host_call
+from .snapshots import snapshot_draft, snapshot_due
 
 MAX_DECISIONS = 500  # per advance call; then `more`
 
@@ -111,6 +112,8 @@ class _Step(ModelTurn, Cancel, Replies):
             if cancel is not None and f.open_effects == 0:
                 self.append(view, [Draft("cancelled", {"request_event_id": cancel["event_id"]}, HOST)])
                 return None
+            if snapshot_due(f):
+                return self.snapshot(view)
             return "parked" if f.parked else "idle"
         turn: Turn = f.turn
         opener_seq = turn.opener["seq"] if turn.opener else 0
@@ -150,6 +153,14 @@ class _Step(ModelTurn, Cancel, Replies):
             if exc.code in ("seq_conflict", "stale_epoch"):
                 return "more" if exc.code == "seq_conflict" else "busy"
             raise
+
+    def snapshot(self, view: View) -> str | None:
+        """The turn changed the workspace: capture it as a fork point (`engine.snapshots`)."""
+        draft = snapshot_draft(self.ctx.sandbox, view.fold, self.branch_id, self.ctx.clock())
+        if draft is None:
+            return "idle"  # the capture isn't durable: no fork point (the next turn tries again)
+        self.append(view, [draft])
+        return None
 
     def resume_satisfied(self, view: View) -> bool:
         """Close parks whose cause is settled but that nobody resumed (the API normally appends

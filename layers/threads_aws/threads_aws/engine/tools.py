@@ -27,6 +27,7 @@ from ..store.protocol import Stores
 class ToolOutput:
     text: str
     is_error: bool = False
+    receipt: str | None = None  # the effect_commit's provider_receipt (workspace writes)
 
 
 class ToolUncertain(Exception):
@@ -47,6 +48,7 @@ class ToolContext:
     attempt: int
     clock: Callable[[], int]
     stores: Stores
+    workspace: str | None = None  # the branch's current manifest hash (the fold's)
 
 
 Executor = Callable[[dict[str, Any], ToolContext], ToolOutput]

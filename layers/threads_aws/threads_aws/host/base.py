@@ -74,7 +74,7 @@ class HostBase:
         self.steps = steps
         self.agents = agents
         self.clock = clock
-        self.sandbox = sandbox  # a sandbox.fork.SandboxProvider; none in this deployment
+        self.sandbox = sandbox  # a sandbox.fork.SandboxProvider (Services: the S3 workspace's)
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ lookups

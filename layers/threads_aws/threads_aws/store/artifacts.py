@@ -109,3 +109,13 @@ class ArtifactStore:
             if _code(exc) in _MISSING_CODES or _status(exc) == 404:
                 return False
             raise
+
+    def size(self, sha256: str) -> int | None:
+        """The stored object's length (one HeadObject), None when it is absent."""
+        try:
+            head = self.s3.head_object(Bucket=self.bucket, Key=self.key(sha256))
+        except ClientError as exc:
+            if _code(exc) in _MISSING_CODES or _status(exc) == 404:
+                return None
+            raise
+        return int(head["ContentLength"])

@@ -95,6 +95,10 @@ class Artifacts(Protocol):
 
     def get_ref(self, ref: dict[str, Any]) -> bytes: ...
 
+    def exists(self, sha256: str) -> bool: ...
+
+    def size(self, sha256: str) -> int | None: ...
+
 
 class Threads(Protocol):
     """The thread index, tenant-scoped (`store.index.ThreadIndex`)."""
