@@ -308,3 +308,57 @@ def test_fork_typed_errors(aws: Any) -> None:
     aws.clock.advance(8 * 86_400_000)
     assert _code(host.fork, ALICE, tid, b, {"event_id": point["event_id"]}) == "snapshot_expired"
     assert host.fork_points(ALICE, tid, b) == []
+
+
+# ------------------------------------------------------------------ retention and gc
+def test_gc_keeps_what_live_logs_reference_and_follows_expiry(aws: Any) -> None:
+    from threads_aws.sandbox.gc import collect
+    from threads_aws.store.records import wall_ms
+    from threads_aws.store.sweep import Sweep
+
+    aws.clock.now = wall_ms()  # objects' LastModified is the real clock
+    host, ctx, b, tid, first = _snapshot_of(aws)  # notes.txt = "x", snapshot S1
+    m1 = first["snapshot"]["manifest_hash"]
+    child = host.fork(ALICE, tid, b, {"event_id": first["event_id"]})["branch_id"]
+    say(ctx, b, "write notes.txt: y")
+    run(ctx, b)
+    m2 = ctx.writer.load(b).fold.workspace
+    orphan = ctx.artifacts.put(b"never referenced", "text/plain")["sha256"]
+    ledger = host.stores.resources
+    gone = ledger.open(
+        tenant="acme", owner_branch_id="no-such-branch", provider="s3_workspace", kind="sandbox", now=0
+    )
+    ledger.move(gone, "live", ref="workspace:op")
+    s = aws.services()
+    sweep = Sweep(s.ddb, aws.resources.state_table, s.s3, aws.resources.bucket)
+
+    def gc(**kw: Any) -> Any:
+        return collect(ctx.store, ctx.artifacts, ledger, sweep, host.sandbox, now=aws.clock(), **kw)
+
+    first_pass = gc()
+    assert first_pass.deleted == [] and first_pass.kept_young >= 1  # all younger than the grace
+    assert first_pass.released_rows == 1 and [r.state for r in ledger.rows("no-such-branch")] == ["released"]
+    aws.clock.now = wall_ms() + 2_000  # LastModified has whole seconds
+    dry = gc(grace_ms=0, dry_run=True)
+    assert dry.deleted == [orphan] and ctx.artifacts.exists(orphan)
+    report = gc(grace_ms=0)
+    assert report.deleted == [orphan] and not ctx.artifacts.exists(orphan)
+    assert report.released_rows == 0  # the row was released once; a later sweep leaves it
+    blob_x, blob_y = sha256_hex(b"x"), sha256_hex(b"y")
+
+    aws.clock.advance(8 * 86_400_000)  # both snapshots expired
+    gc(grace_ms=0)
+    # M1 is still the child's current workspace (it never wrote), M2 the parent's
+    for sha in (m1, m2, blob_x, blob_y):
+        assert ctx.artifacts.exists(sha), sha
+    say(ctx, child, "write notes.txt: z")
+    run(ctx, child)
+    aws.clock.advance(8 * 86_400_000)
+    report = gc(grace_ms=0)
+    assert m1 in report.deleted and blob_x in report.deleted  # referenced by nothing live now
+    assert ctx.artifacts.exists(m2) and ctx.artifacts.exists(blob_y)
+    verify_export(ctx, b)  # every request and result artifact survived
+    verify_export(ctx, child)
+    say(ctx, b, "read notes.txt")
+    run(ctx, b)
+    assert results(ctx, b)[-1]["preview"] == "y"

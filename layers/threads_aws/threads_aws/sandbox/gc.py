@@ -1,0 +1,136 @@
+"""Workspace garbage collection and snapshot retention: mark and sweep over the shared,
+content-addressed artifact store, and the release of ledger rows whose owner branch is gone.
+
+Why not an S3 lifecycle rule: objects are content-addressed and shared (two branches writing the
+same bytes, a child and its parent, a request body and a file), so no prefix or age rule can
+tell a dead object from a live one; only the logs can.
+
+The reference argument. An object is kept when any of these names it:
+1. an ArtifactRef (`{sha256, bytes, media_type}`) anywhere in an event of the resolved chain of
+   any branch that still has a head record (requests, results, summaries: what export, verify
+   and render read); a child's chain holds its parent's events through the fork point, so a
+   parent's objects stay while a child needs them, even after the parent is gone;
+2. a branch's current workspace manifest (`Fold.workspace`) and each file its entries name;
+3. each unexpired snapshot's manifest (`expires_at` null or > now) and its files: retention is
+   exactly `expires_at`, and a fork needs an unexpired snapshot, so an expired one that is no
+   longer any branch's current workspace is never read again;
+4. anything younger than `grace_ms`: a write puts its bytes and manifest before its
+   effect_commit names them, and a model request's bytes precede its `model_request` (C2), so
+   an in-flight object is not referenced yet. The grace must exceed the longest begin→commit
+   span (a step's deadline plus the lease TTL; a day is far beyond it).
+A superseded manifest named only by an old write's `provider_receipt` is history, never read:
+no tool reads a past manifest, and a fork reads only a snapshot's. Deleting is safe against
+concurrent writers because everything a writer can still commit is covered by 4, and anything
+covered by 1–3 is marked from a consistent read of the heads taken before the listing.
+
+Ledger rows (`resources`) whose owner branch has no head record any more (a discarded fork, a
+deleted thread) are claimed by compare-and-set (`live|pending` → `releasing`), released with the
+provider, then `released`; a failed release is `release_failed`, never hidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.errors import LogError
+from ..core.importer import import_log
+from ..store.sweep import Sweep
+from .workspace import Workspace
+
+DEFAULT_GRACE_MS = 86_400_000
+
+
+@dataclass
+class GcReport:
+    branches: int = 0
+    marked: int = 0
+    listed: int = 0
+    deleted: list[str] = field(default_factory=list)
+    kept_young: int = 0
+    released_rows: int = 0
+    unreadable: list[str] = field(default_factory=list)  # live branches whose log didn't read
+
+
+def artifact_refs(value: Any) -> Iterator[str]:
+    """Every ArtifactRef's sha256 inside an event's data."""
+    if isinstance(value, dict):
+        sha = value.get("sha256")
+        if isinstance(sha, str) and "bytes" in value and "media_type" in value:
+            yield sha
+        for v in value.values():
+            yield from artifact_refs(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from artifact_refs(v)
+
+
+def live_references(
+    events: Any, workspace: Workspace, report: GcReport, branch_ids: set[str], now: int
+) -> set[str]:
+    """Every object a live branch references: rules 1–3 of the module doc."""
+    marked: set[str] = set()
+    for branch_id in sorted(branch_ids):
+        try:
+            fold = import_log(events.export(branch_id), now=now).fold
+        except LogError:
+            report.unreadable.append(branch_id)  # its references are unknown: sweep nothing
+            continue
+        report.branches += 1
+        manifests = {fold.workspace} if fold.workspace else set()
+        for ev in fold.events:
+            marked.update(artifact_refs(ev.get("data")))
+        for seq, (_quiet, expires, _id) in fold.snapshots.items():
+            if expires is None or expires > now:
+                manifests.add(fold.events[seq - 1]["data"]["manifest_hash"])
+        for h in manifests:
+            marked.add(h)
+            try:
+                marked.update(e.sha256 for e in workspace.manifest(h).entries())
+            except LogError:
+                pass  # a missing manifest has no files to keep
+    return marked
+
+
+def collect(
+    events: Any,
+    artifacts: Any,
+    ledger: Any,
+    sweep: Sweep,
+    sandbox: Any,
+    *,
+    now: int,
+    grace_ms: int = DEFAULT_GRACE_MS,
+    dry_run: bool = False,
+) -> GcReport:
+    report = GcReport()
+    branch_ids = sweep.branch_ids()  # heads first: anything newer is younger than the grace
+    marked = live_references(events, Workspace(artifacts), report, branch_ids, now)
+    report.marked = len(marked)
+    for obj in () if report.unreadable else sweep.objects():
+        report.listed += 1
+        if obj.sha256 in marked:
+            continue
+        if obj.modified_ms > now - grace_ms:
+            report.kept_young += 1
+            continue
+        report.deleted.append(obj.sha256)
+        if not dry_run:
+            sweep.delete(obj.sha256)
+    for row in sweep.resource_rows():
+        if row.owner_branch_id in branch_ids or row.state not in ("live", "pending") or dry_run:
+            continue
+        try:
+            ledger.move(row, "releasing", expect=("live", "pending"))  # the claim (compare-and-set)
+        except LogError:
+            continue  # another sweeper claimed it
+        try:
+            if row.ref is not None:
+                sandbox.release(row.ref)
+        except Exception:  # noqa: BLE001 - a failed release is recorded, never hidden
+            ledger.move(row, "release_failed")
+            continue
+        ledger.move(row, "released")
+        report.released_rows += 1
+    return report

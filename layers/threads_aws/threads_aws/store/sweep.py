@@ -1,0 +1,84 @@
+"""Whole-store listings for the workspace garbage collector (`sandbox.gc`): every branch head
+and every resources-ledger row (paged Scans of the StateTable), and every content-addressed
+object with its age (paged ListObjectsV2 under ``sha256/``), and the delete of one object.
+
+These are sweeper paths only: nothing on a request path scans. Keys are spelled by their
+modules (`store.branches`, `store.resources`, `store.artifacts`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .artifacts import KEY_PREFIX
+from .resources import ResourceRow
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    sha256: str
+    size: int
+    modified_ms: int
+
+
+class Sweep:
+    def __init__(self, ddb: Any, table: str, s3: Any, bucket: str) -> None:
+        self.ddb = ddb
+        self.table = table
+        self.s3 = s3
+        self.bucket = bucket
+        self.calls = 0  # AWS requests made (benchmarks)
+
+    def _scan(self, prefix: str, extra: str = "") -> Iterator[dict[str, Any]]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "begins_with(pk, :p)" + extra,
+            "ExpressionAttributeValues": {":p": {"S": prefix}},
+            "ConsistentRead": True,
+        }
+        if extra:
+            kwargs["ExpressionAttributeValues"][":head"] = {"S": "HEAD"}
+        while True:
+            self.calls += 1
+            page = self.ddb.scan(**kwargs)
+            yield from page.get("Items", [])
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def branch_ids(self) -> set[str]:
+        """Every branch that has a head record (`store.branches`: BRANCH#<id> / HEAD)."""
+        return {it["pk"]["S"][len("BRANCH#") :] for it in self._scan("BRANCH#", " AND sk = :head")}
+
+    def resource_rows(self) -> list[ResourceRow]:
+        """Every resources-ledger row (`store.resources`: RES#<owner> / RES#<resource_id>)."""
+        return [
+            ResourceRow(
+                resource_id=it["sk"]["S"][4:],
+                owner_branch_id=it["pk"]["S"][4:],
+                tenant=it["tenant"]["S"],
+                provider=it["provider"]["S"],
+                kind=it["kind"]["S"],
+                state=it["state"]["S"],
+                operation_key=it["operation_key"]["S"],
+                ref=it.get("ref", {}).get("S"),
+            )
+            for it in self._scan("RES#")
+        ]
+
+    def objects(self) -> Iterator[StoredObject]:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": KEY_PREFIX}
+        while True:
+            self.calls += 1
+            page = self.s3.list_objects_v2(**kwargs)
+            for obj in page.get("Contents", []):
+                modified = int(obj["LastModified"].timestamp() * 1000)
+                yield StoredObject(obj["Key"][len(KEY_PREFIX) :], int(obj["Size"]), modified)
+            if not page.get("IsTruncated"):
+                return
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+
+    def delete(self, sha256: str) -> None:
+        self.calls += 1
+        self.s3.delete_object(Bucket=self.bucket, Key=KEY_PREFIX + sha256)
