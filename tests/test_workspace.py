@@ -362,3 +362,11 @@ def test_gc_keeps_what_live_logs_reference_and_follows_expiry(aws: Any) -> None:
     say(ctx, b, "read notes.txt")
     run(ctx, b)
     assert results(ctx, b)[-1]["preview"] == "y"
+
+
+def test_retention_setting() -> None:
+    from threads_aws.engine.snapshots import retention_ms
+
+    assert retention_ms({}) == 7 * 86_400_000
+    assert retention_ms({"SNAPSHOT_RETENTION_MS": "60000"}) == 60_000
+    assert retention_ms({"SNAPSHOT_RETENTION_MS": "0"}) is None  # expires_at: null
