@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.people_dev import people_dev
+from helpers.people_dev import people_dev, release
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -58,6 +59,7 @@ def page(browser: Any) -> Iterator[Any]:
 def expect(locator: Any) -> Any:
     from playwright.sync_api import expect as pw_expect
 
+    pw_expect.set_options(timeout=30_000)  # two cores shared with the rest of the suite
     return pw_expect(locator)
 
 
@@ -144,3 +146,33 @@ def test_the_page_and_assets_are_served_and_nothing_else():
         assert r.status_code == 200 and kind in r.headers["content-type"]
     missing = httpx.get(url + "/console/app.py")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+
+
+def test_fork_from_a_fork_point_opens_the_new_branch(page: Any):
+    sign_in(page)
+    start(page, "write notes.txt: from the console")
+    approve = page.get_by_role("button", name="Approve")
+    finished = page.get_by_text("finished: idle")
+    expect(approve.or_(finished)).to_be_visible()
+    if approve.is_visible():
+        approve.click()
+    finished.wait_for()
+    fork = page.get_by_role("button", name=re.compile(r"^Fork at \d+$")).last
+    fork.click()  # the snapshot at the turn's end is a fork point
+    expect(page).to_have_url(re.compile(r"#/t/[^/]+/b/[^/]+$"))
+    branches = page.get_by_role("navigation", name="Branches")
+    expect(branches.get_by_role("link")).to_have_count(2)
+    expect(branches.locator("[aria-current=page]")).to_contain_text("fork at")
+
+
+def test_cancel_a_working_run_from_the_page(page: Any):
+    sign_in(page)
+    start(page, "[hold] take your time")
+    cancel = page.get_by_role("button", name="Cancel run")
+    cancel.wait_for()
+    branch = re.search(r"/b/([^/]+)/r/", page.url)
+    assert branch
+    cancel.click()
+    release(branch.group(1))  # the demo model answers; the worker then finds the cancel
+    expect(page.get_by_text(re.compile(r"^finished: "))).to_be_visible(timeout=30_000)
+    expect(page.get_by_role("list", name="Timeline")).to_contain_text("cancelled")
