@@ -72,6 +72,13 @@ FILE_TOOLS: dict[str, dict[str, Any]] = {
         "dedup_window_ms": WORKSPACE_DEDUP_WINDOW_MS,
         "input_schema": _obj(["path", "content"], content=_STR, path=_STR),
     },
+    "exec": {
+        "description": "Run a shell command in an isolated sandbox (no network) over a copy of the "
+        "workspace; the files it writes or deletes become the workspace's.",
+        "effect_class": "idempotent",
+        "dedup_window_ms": WORKSPACE_DEDUP_WINDOW_MS,
+        "input_schema": _obj(["command"], command=_STR, timeout_ms=_INT),
+    },
     "edit_file": {
         "description": "Replace an exact string in a workspace file (it must occur once, "
         "unless replace_all).",

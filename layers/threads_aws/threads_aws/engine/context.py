@@ -13,7 +13,7 @@ from ..sandbox.provider import S3WorkspaceProvider
 from ..store.protocol import Artifacts, EventLog, StepQueue, Stores
 from ..store.records import wall_ms
 from ..writer import View, Writer
-from .file_tools import FILE_EXECUTORS
+from .exec_tool import WORKSPACE_EXECUTORS
 from .models import ModelAdapter, adapter_for
 from .tools import BUILTIN_EXECUTORS, Executor
 
@@ -47,7 +47,7 @@ class EngineContext:
     agents: dict[str, Any] | None = None
     models: ModelResolver = adapter_for
     clock: Callable[[], int] = wall_ms
-    tools: dict[str, Executor] = field(default_factory=lambda: {**BUILTIN_EXECUTORS, **FILE_EXECUTORS})
+    tools: dict[str, Executor] = field(default_factory=lambda: {**BUILTIN_EXECUTORS, **WORKSPACE_EXECUTORS})
     inbox_queue: Any = None  # channels: wakes a thread whose inbox items waited on this branch
     lease_ttl_ms: int = LEASE_TTL_MS
     margin_ms: int = DEADLINE_MARGIN_MS

@@ -191,6 +191,7 @@ class DemoModel:
     - `time` → tool_use `time {}` (read-only);
     - `write <path>: <text>` → `write_file {path, content}` (a workspace write, an effect);
     - `read <path>` → `read_file {path}`; `ls` → `list_files {}` (read-only);
+    - `exec: <command>` → `exec {command}` (the sandbox over the workspace; asks by default);
     - anything else → the text `You said: "<line>"`;
     - `long: <n>`, structured output, compaction, `max_tokens` and token counts:
       `engine.demo_limits`.
@@ -264,6 +265,8 @@ class DemoModel:
             return "read_file", {"path": arg.strip()}
         if text.strip().lower() == "ls":
             return "list_files", {}
+        if sep and cmd == "exec" and rest:
+            return "exec", {"command": rest}
         if sep and cmd == "note" and rest:
             return "note", {"text": rest}
         if sep and cmd == "ask" and rest:
