@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from helpers.people_dev import RETRY_MS, people_dev, release
+from helpers.shared import needs
 from threads_aws.client import (
     AsyncClient,
     Client,
@@ -33,6 +34,7 @@ from threads_aws.client import (
     TooLargeError,
     UnauthenticatedError,
 )
+from threads_aws.client._core import id_key
 from threads_aws.client.errors import ApprovalDuplicateError
 from threads_aws.client.types import OUTCOMES, RunOutcome, Schedule
 
@@ -353,8 +355,88 @@ def test_stream_of_an_unknown_run_is_not_found(client: Client):
     _, outcome = settle(client, "hello")
     with pytest.raises(NotFoundError):
         list(client.stream(outcome["thread_id"], str(uuid.uuid4())))
-    with pytest.raises(NotImplementedError):
-        client.stream(outcome["thread_id"], str(uuid.uuid4()), format="craze")
+    with pytest.raises(NotFoundError):
+        list(client.stream(outcome["thread_id"], str(uuid.uuid4()), format="craze"))
+    with pytest.raises(ValueError):
+        client.stream(outcome["thread_id"], str(uuid.uuid4()), format="html")  # type: ignore[call-overload]
+
+
+LIVE_ONLY = ("text", "thought", "TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT")
+
+
+def _committed(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events that do not depend on how the text streamed (deltas vs. the committed answer)."""
+    return [d for d in data if d["type"] not in LIVE_ONLY]
+
+
+def _text(data: list[dict[str, Any]]) -> str:
+    return "".join(
+        d.get("text") or d.get("delta") or "" for d in data if d["type"] in ("text", "TEXT_MESSAGE_CONTENT")
+    )
+
+
+@needs  # the craze seed schema
+@pytest.mark.parametrize("fmt", ["craze", "ag-ui"])
+def test_craze_and_ag_ui_streams_follow_a_run_across_connections(url: str, fmt: str):
+    from helpers.streams import AgUiVerifier, assert_tool_rows, check_agui_event, craze_validator
+
+    transport = Recording()
+    with Client(url, ALICE, transport=transport) as c:
+        accepted = c.start_run("demo", "[hold] todo: a; b; c")
+        transport.on_subscribe = lambda n: n == 3 and release(accepted["branch_id"])
+        live = c.stream(accepted["thread_id"], accepted["run_id"], format=fmt)  # type: ignore[call-overload]
+        data = list(live)
+        assert live.ended and live.connections == len(transport.subs) >= 3
+        resumed = [id_key(sub["last_id"]) for sub in transport.subs[1:]]
+        assert None not in resumed and resumed == sorted(resumed)  # each resumes after the last seen
+        # one connection over the settled run: the same committed events, the same answer
+        again = c.stream(accepted["thread_id"], accepted["run_id"], format=fmt)  # type: ignore[call-overload]
+        replay = list(again)
+        assert again.ended and again.last_event_id is not None
+    if fmt == "craze":
+        v = craze_validator()
+        for d in data:
+            assert not list(v.iter_errors(d)), d
+        assert data[0]["type"] == "turn" and data[0]["turn"]["phase"] == "started"
+        assert data[-1]["type"] == "turn" and data[-1]["turn"]["phase"] == "ended"
+        assert_tool_rows(data)
+        assert _committed(data) == _committed(replay)
+    else:
+        verifier = AgUiVerifier()
+        for d in data:
+            check_agui_event(d)
+            verifier.feed(d)
+        assert data[0]["type"] == "RUN_STARTED" and data[-1]["type"] == "RUN_FINISHED"
+        assert _committed(data) == _committed(replay)  # one AG-UI stream: no preamble repeated
+    assert _text(data) == _text(replay) != ""
+
+
+@needs  # the craze seed schema
+def test_a_format_stream_ends_at_a_park_unless_through_parks(client: Client):
+    stream, outcome = settle(client, "note: park the craze")
+    assert outcome["status"] == "parked"
+    parked = client.stream(stream.thread_id, stream.run_id, format="craze")
+    data = list(parked)
+    assert parked.ended and any(d["type"] == "permission" for d in data)
+    assert data[-1]["type"] != "turn"  # the turn is still open: the run waits for the decision
+    # resuming from the last id sends nothing new, and ends the same way
+    tail = client.stream(stream.thread_id, stream.run_id, format="craze", last_event_id=parked.last_event_id)
+    assert list(tail) == [] and tail.ended
+    (pending,) = client.approvals(stream.thread_id)
+    follow = client.stream(
+        stream.thread_id,
+        stream.run_id,
+        format="ag-ui",
+        last_event_id=parked.last_event_id,
+        through_parks=True,
+    )
+    client.approve(stream.thread_id, pending["challenge_id"])
+    rest = list(follow)
+    assert (
+        follow.ended
+        and rest[-1]["type"] == "RUN_FINISHED"
+        and rest[-1].get("outcome", {}).get("type") != "interrupt"
+    )
 
 
 # ------------------------------------------------------------------ asyncio

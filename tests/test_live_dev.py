@@ -154,7 +154,7 @@ def test_heartbeats_arrive_while_a_run_is_parked(dev):
     kinds = [kind(m) for m in msgs]
     parked = kinds.index("parked")
     pings = [i for i, m in enumerate(msgs) if m.comment == "ping"]
-    assert len(pings) >= 3 and all(i > parked for i in pings[:3])  # while parked
+    assert len([i for i in pings if i > parked]) >= 3  # while parked (a slow machine may ping before)
     assert "approval_granted" in kinds and msgs[-1].data["result"]["status"] == "completed"
     # without through_parks a park is the result, as the contract has it
     again = dev.start_run("note: sell the car")

@@ -19,7 +19,7 @@ side; it is dev/client tooling, not part of the Lambda layer. Failures are typed
 from __future__ import annotations
 
 from ._core import DEFAULT_TOKEN, DEFAULT_URL, FORMATS, Call, Retries, new_idempotency_key
-from .aio import AsyncClient, AsyncRunStream
+from .aio import AsyncClient, AsyncEventStream, AsyncRunStream
 from .errors import (
     ERRORS,
     ApprovalDuplicateError,
@@ -55,7 +55,7 @@ from .errors import (
     UnsupportedFormatError,
     error_for,
 )
-from .sync import Client, RunStream
+from .sync import Client, EventStream, RunStream
 
 __all__ = [
     "DEFAULT_TOKEN",
@@ -66,6 +66,7 @@ __all__ = [
     "ApprovalExpiredError",
     "ApprovalMismatchError",
     "AsyncClient",
+    "AsyncEventStream",
     "AsyncRunStream",
     "BranchBusyError",
     "BranchNotRunnableError",
@@ -86,6 +87,7 @@ __all__ = [
     "NotParkedError",
     "ResourceUnknownError",
     "Retries",
+    "EventStream",
     "RunStream",
     "SandboxRequiredError",
     "SnapshotExpiredError",

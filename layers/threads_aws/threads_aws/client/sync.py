@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Iterator, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, overload
 
 import httpx
 from httpx_sse import connect_sse
@@ -64,12 +64,23 @@ class RunStream(Iterator[StreamMessage]):
         after_seq: int = 0,
         accepted: RunAccepted | None = None,
         max_failures: int = 5,
+        thinking: bool = False,
+        through_parks: bool = False,
+        last_event_id: str | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
         self.accepted = accepted
         self._client = client
-        self._state = StreamState(thread_id, run_id, after_seq, max_failures=max_failures)
+        self._state = StreamState(
+            thread_id,
+            run_id,
+            after_seq,
+            max_failures=max_failures,
+            thinking=thinking,
+            through_parks=through_parks,
+            last_event_id=last_event_id,
+        )
         self._gen = self._messages()
 
     @property
@@ -107,28 +118,81 @@ class RunStream(Iterator[StreamMessage]):
         return self.result
 
     def _messages(self) -> Generator[StreamMessage, None, RunOutcome]:
-        st = self._state
-        http = self._client.http
-        while True:
-            delay: float | None
-            try:
-                with connect_sse(
-                    http, "GET", st.path, headers=st.request_headers(), timeout=self._client.stream_timeout
-                ) as source:
-                    if source.response.status_code != 200:
-                        source.response.read()  # the error body, for the typed error
-                    delay = st.connected(source.response)
-                    if delay is None:
-                        for sse in source.iter_sse():
-                            msg = st.feed(sse.data, sse.retry)
-                            if st.result is not None:
-                                return cast("RunOutcome", st.result)
-                            if msg is not None:
-                                yield msg
-                        delay = st.window_ended()
-            except httpx.TransportError as exc:
-                delay = st.broken(exc)
-            time.sleep(delay)
+        yield from _follow(self._client, self._state)
+        return cast("RunOutcome", self._state.result)
+
+
+class EventStream(Iterator[dict[str, Any]]):
+    """A run as craze or AG-UI events (`client.stream(..., format="craze" | "ag-ui")`): each one
+    a dict as the host sent it (the craze seed schema's, or an AG-UI protocol event), until the
+    host ends the run's stream; reconnects by itself with `Last-Event-ID` = the last id seen.
+
+    These formats carry no result message (AG-UI's RUN_FINISHED / RUN_ERROR, craze's `done` and
+    `turn{phase: ended}` say how the run went); `ended` is True once the stream is over, and
+    `last_event_id` is the id to follow on from later (`client.stream(..., last_event_id=)`)."""
+
+    def __init__(self, client: Client, thread_id: str, state: StreamState) -> None:
+        self.thread_id = thread_id
+        self.run_id = state.run_id
+        self.format = state.format
+        self._client = client
+        self._state = state
+        self._gen = _follow(client, state)
+
+    @property
+    def ended(self) -> bool:
+        return self._state.ended
+
+    @property
+    def last_event_id(self) -> str | None:
+        return self._state.last_id
+
+    @property
+    def connections(self) -> int:
+        return self._state.connections
+
+    def __iter__(self) -> Generator[dict[str, Any], None, None]:
+        return self._gen
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self._gen)
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._gen.close()
+
+
+def _follow(client: Client, st: StreamState) -> Generator[Any, None, None]:
+    """The connection loop of a stream: reconnect after each window / deadline / failure until
+    the result (native) or the host's clean end (craze, AG-UI)."""
+    http = client.http
+    while True:
+        delay: float | None
+        try:
+            with connect_sse(
+                http, "GET", st.path, headers=st.request_headers(), timeout=client.stream_timeout
+            ) as source:
+                if source.response.status_code != 200:
+                    source.response.read()  # the error body, for the typed error
+                delay = st.connected(source.response)
+                if delay is None:
+                    for sse in source.iter_sse():
+                        msg = st.feed(sse.data, sse.retry, sse.id)
+                        if st.result is not None:
+                            return
+                        if msg is not None:
+                            yield msg
+                    delay = st.window_ended()
+                    if st.ended:
+                        return
+        except httpx.TransportError as exc:
+            delay = st.broken(exc)
+        time.sleep(delay)
 
 
 class Client:
@@ -226,12 +290,66 @@ class Client:
         )
         return RunStream(self, accepted["thread_id"], accepted["run_id"], accepted=accepted)
 
+    @overload
     def stream(
-        self, thread_id: str, run_id: str, *, after_seq: int = 0, format: Format = "native"
-    ) -> RunStream:
-        """Follow a run from after `after_seq` (0: from its start) to its result."""
+        self,
+        thread_id: str,
+        run_id: str,
+        *,
+        after_seq: int = 0,
+        format: Literal["native"] = "native",
+        thinking: bool = False,
+        through_parks: bool = False,
+        last_event_id: str | None = None,
+    ) -> RunStream: ...
+    @overload
+    def stream(
+        self,
+        thread_id: str,
+        run_id: str,
+        *,
+        after_seq: int = 0,
+        format: Literal["craze", "ag-ui"],
+        thinking: bool = False,
+        through_parks: bool = False,
+        last_event_id: str | None = None,
+    ) -> EventStream: ...
+    def stream(
+        self,
+        thread_id: str,
+        run_id: str,
+        *,
+        after_seq: int = 0,
+        format: Format = "native",
+        thinking: bool = False,
+        through_parks: bool = False,
+        last_event_id: str | None = None,
+    ) -> RunStream | EventStream:
+        """Follow a run from after `after_seq` (0: from its start; `last_event_id`, a format's
+        own id, wins) to its end: its result (native, a `RunStream`), or the end of the craze or
+        AG-UI stream (an `EventStream`). `thinking`: also the model's reasoning deltas;
+        `through_parks`: stay through approvals and questions (a park is otherwise the end)."""
         check_format(format)
-        return RunStream(self, thread_id, run_id, after_seq=after_seq)
+        if format == "native":
+            return RunStream(
+                self,
+                thread_id,
+                run_id,
+                after_seq=after_seq,
+                thinking=thinking,
+                through_parks=through_parks,
+                last_event_id=last_event_id,
+            )
+        state = StreamState(
+            thread_id,
+            run_id,
+            after_seq,
+            format=format,
+            thinking=thinking,
+            through_parks=through_parks,
+            last_event_id=last_event_id,
+        )
+        return EventStream(self, thread_id, state)
 
     # -------------------------------------------------------------- reading a thread
     def pages(self, call: Call) -> Iterator[Any]:
@@ -366,9 +484,7 @@ class Client:
         call = _calls.steer(thread_id, text, content=content, branch_id=branch_id)
         return cast(Appended, self.send(call))
 
-    def stop(
-        self, thread_id: str, reason: str | None = None, *, branch_id: str | None = None
-    ) -> Appended:
+    def stop(self, thread_id: str, reason: str | None = None, *, branch_id: str | None = None) -> Appended:
         return cast(Appended, self.send(_calls.stop(thread_id, reason, branch_id=branch_id)))
 
     def set_model(

@@ -22,7 +22,9 @@ native format is the contract's `{kind: delta, request_event_id, text}` plus our
 are sent only with `?thinking=true` (they also carry `thinking: true`), so a client that knows
 only the contract never mistakes reasoning for the answer. `?format=craze|ag-ui` runs the same
 subscription through the `streams` mappers: each `data:` one event of that format, the mapper's
-ids as `id:`, resume by `Mapper.resumed`.
+ids as `id:`, resume by `Mapper.resumed`. Those formats have no result message, so their stream
+opens with a comment instead of `retry:`: a `retry:` there always means "reconnect with your last
+id" (deadline, size, failure), and a clean close without one means the run's stream is over.
 
 Bounds: a comment (`: ping`) after HEARTBEAT_MS without a message, well inside API Gateway's
 5-minute idle timeout; the stream ends MARGIN_MS before the invocation's deadline (and after
@@ -168,7 +170,10 @@ class Subscription:
 
     def frames(self) -> Iterator[bytes]:
         s = self.settings
-        yield b"retry: %d\n\n" % s.retry_ms  # the client's reconnect delay, and headers out now
+        # Headers out now. The native stream opens with the reconnect delay; a craze / AG-UI one
+        # with a comment, because it has no result message: there a `retry:` only ever ends a
+        # connection the host wants resumed, and a clean close after anything else is the end.
+        yield b"retry: %d\n\n" % s.retry_ms if self.opts.format == "native" else b": open\n\n"
         sent = 0
         last_send = last_change = self.monotonic()
         seen_head: int | None = None
