@@ -138,7 +138,7 @@ def test_reads_settings_mode_cancel_and_fork_errors(client: Client):
         client.set_mode(t, "sideways")
     mode = client.set_mode(t, "plan")
     assert set(mode) == {"event_id"}
-    with pytest.raises(InvalidRequestError):
+    with pytest.raises(InvalidTransitionError):  # rule 18: not in the agent's models
         client.set_model(t, {"provider": "demo", "name": "not-in-the-agent"})
     model = client.set_model(t, {"provider": "demo", "name": "demo-1"})
     assert set(model) == {"event_id"}

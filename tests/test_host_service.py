@@ -315,7 +315,7 @@ def test_settings(host):
     tid = run["thread_id"]
     assert (
         code_of(host.set_model, ALICE, tid, None, {"model": {"provider": "x", "name": "y"}})
-        == "invalid_request"
+        == "invalid_transition"  # rule 18: the model must be one of the agent's
     )
     out = host.set_model(ALICE, tid, None, {"model": {"provider": "scripted", "name": "scripted-1"}})
     ev = host.writer.load(run["branch_id"]).fold.events[-1]

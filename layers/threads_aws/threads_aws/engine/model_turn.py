@@ -18,7 +18,6 @@ from ..core.fold import Fold, Turn
 from ..writer import Draft, View
 from .budgets import Budgets
 from .calls import Calls
-from .compaction import Compaction
 from .continuation import Continuation
 from .deltas import DeltaPublisher
 from .loop import HOST, MODEL, RECOVERY
@@ -52,15 +51,11 @@ def abandon_open_attempts(f: Fold, reason: str) -> list[Draft]:
     ]
 
 
-class ModelTurn(Calls, Output, Continuation, Compaction, Budgets):
+class ModelTurn(Calls, Budgets, Output, Continuation):
     def next_model_step(self, view: View, turn: Turn) -> str | None:
         """Request again or complete the turn, from the latest answer. Under `stop_when_idle`
         (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`."""
-        limits = (  # run limits: compaction, structured output, continuation
-            self.compaction_next(view, turn)
-            or self.output_next(view, turn)
-            or self.continuation_next(view, turn)
-        )
+        limits = self.output_next(view, turn) or self.continuation_next(view, turn)  # run limits
         if limits == APPENDED:
             return None
         attempt, reason = (1, "") if limits else self.after_answer(view.fold, turn)
@@ -119,8 +114,6 @@ class ModelTurn(Calls, Output, Continuation, Compaction, Budgets):
         body = renderer.request(self.ctx.artifacts.get_ref)
         head = renderer.line0()
         prefix = {"bytes": len(head), "sha256": sha256_hex(head)}
-        if self.preflight(view, body):
-            return None  # compacted first, or the turn ended context_exhausted (engine.compaction)
         ref = self.ctx.artifacts.put(body, "application/x-ndjson")  # the bytes first (C2)
         self.maybe_renew(force=True)
         data = {"attempt": attempt, "declared_prefix": prefix, "request_ref": ref}

@@ -160,7 +160,10 @@ class Controls(Authority):
                 m.get("provider") == want["provider"] and m.get("name") == want["name"]
                 for m in agent.models()
             ):
-                raise invalid("body.model is not in the agent's model or fallback list")
+                # Rule 18 (its model must be in policy.models): a domain refusal, as the contract
+                # has it for this route ("invalid_transition comes from rule 18"), not a bad body.
+                why = "body.model is not in the agent's model or fallback list (rule 18)"
+                raise LogError("invalid_transition", None, why)
             if view.fold.awaiting:
                 raise LogError("invalid_transition", None, "a model attempt awaits its response (rule 18)")
             settings = {

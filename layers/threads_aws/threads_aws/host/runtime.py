@@ -6,11 +6,13 @@ moto first."""
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from .. import observability, services
-from .http import dispatch, error_response
+from .http import dispatch, error_response, response
 from .keys import ApiKeys
 from .service import Host
 
@@ -46,6 +48,26 @@ def authorize(event: Mapping[str, Any]) -> dict[str, Any]:
     return _authorize(event, keys())
 
 
+def method_not_allowed(event: Mapping[str, Any]) -> dict[str, Any]:
+    """A method the served contract does not declare on this path (every /v1 path has an ANY
+    route to this; API Gateway prefers a path's declared methods): 405 with the path's methods
+    in `Allow` (RFC 9110 15.5.6). Without it API Gateway answers MISSING_AUTHENTICATION_TOKEN,
+    which would say the route does not exist. The body is the contract's ErrorBody: the method
+    and path together name no route (`not_found`)."""
+    path = str(event.get("resource") or event.get("path") or "")
+    allow = ", ".join(_methods().get(path, ()))
+    message = f"{event.get('httpMethod')} is not a method of {path} (Allow: {allow})"
+    return response(405, {"error": {"code": "not_found", "message": message}}, {"Allow": allow})
+
+
+@functools.cache
+def _methods() -> dict[str, tuple[str, ...]]:
+    """Each path of the served contract: its declared methods (upper case, sorted)."""
+    doc = json.loads(openapi()["body"])
+    methods = {"get", "put", "post", "delete", "options", "head", "patch", "trace", "query"}
+    return {p: tuple(sorted(m.upper() for m in item if m in methods)) for p, item in doc["paths"].items()}
+
+
 def openapi() -> dict[str, Any]:
     """GET /openapi.json: the contract this host serves (packaged with the layer)."""
     from importlib import resources
@@ -59,4 +81,4 @@ def openapi() -> dict[str, Any]:
     }
 
 
-__all__ = ["api", "authorize", "error_response", "host", "keys", "openapi", "reset"]
+__all__ = ["api", "authorize", "error_response", "host", "keys", "method_not_allowed", "openapi", "reset"]
