@@ -241,3 +241,47 @@ def test_a_window_never_serves_a_control_s_uncommitted_line(host, monkeypatch):
     committed = {e["seq"]: e["event_id"] for e in host.writer.load(run["branch_id"]).fold.events}
     served = [m["data"]["event"] for m in msgs if m.get("data", {}).get("kind") == "event"]
     assert all(committed.get(e["seq"]) == e["event_id"] for e in served)
+
+
+def test_a_window_carries_retry_wait_while_a_retry_waits(host):
+    import time
+
+    run = start(host)
+    (req,) = append(
+        host,
+        run["branch_id"],
+        (
+            "model_request",
+            {
+                "attempt": 1,
+                "request_ref": {"bytes": 10, "media_type": "application/x-ndjson", "sha256": "0" * 64},
+                "declared_prefix": {"bytes": 5, "sha256": "0" * 64},
+            },
+        ),
+    )
+    rid = str(req.event_id)
+    until = time.time_ns() // 1_000_000 + 60_000
+    append(
+        host,
+        run["branch_id"],
+        (
+            "model_attempt_abandoned",
+            {"provider_outcome": "failed", "reason": "rate_limited", "request_event_id": rid},
+        ),
+        (
+            "retry_scheduled",
+            {"request_event_id": rid, "delay_ms": 60_000, "not_before": until, "basis": "backoff"},
+        ),
+    )
+    _, msgs = window(host, run)
+    status = [m for m in msgs if m.get("data", {}).get("kind") == "status"]
+    assert status == [{"data": {"kind": "status", "status": "retry_wait", "until": until}}]  # once, no id
+    assert msgs[-1] == {"retry": "1500"}
+    # a wait that is over (or a newer request) sends none
+    assert sse.retry_wait([{"seq": 2, "type": "user_input"}], 2) is None
+    events = [
+        {"seq": 2, "type": "user_input"},
+        {"seq": 3, "type": "retry_scheduled", "data": {"not_before": 5}},
+        {"seq": 4, "type": "model_request"},
+    ]
+    assert sse.retry_wait(events, 2) is None and sse.retry_wait(events[:2], 2) == 5

@@ -17,6 +17,10 @@ Bounds, so a window is always a response Lambda can return:
   as the proxy response counts them); such a window ends with `retry: 0` (come back at once) and
   no result. A window always carries at least one event, so an event larger than a window (a
   line may be 1 MiB) still reaches the client, alone.
+
+While a `retry_scheduled` wait runs (its `not_before` ahead, no newer request of the run), a
+window also carries the transient `{kind: status, status: retry_wait, until}` (no id) once, after
+its events — as the live stream (`host/live.py`) does.
 """
 
 from __future__ import annotations
@@ -77,6 +81,27 @@ def result_message(run_id: str, outcome: dict[str, Any]) -> bytes:
     return b"data: %s\n\n" % orjson.dumps({"kind": "result", "run_id": run_id, "result": outcome})
 
 
+def status_message(until: int) -> bytes:
+    return b"data: %s\n\n" % orjson.dumps({"kind": "status", "status": "retry_wait", "until": until})
+
+
+RETRY_ENDS = frozenset({"model_request", "turn_completed", "user_input", "cancelled"})
+
+
+def retry_wait(events: list[dict[str, Any]], start: int) -> int | None:
+    """The `not_before` of the run's retry wait, if its last retry_scheduled is not yet followed
+    by a request or the turn's end (the caller compares it with the clock)."""
+    for ev in reversed(events):
+        if ev["seq"] < start:
+            return None
+        if ev["type"] == "retry_scheduled":
+            nb = (ev.get("data") or {}).get("not_before")
+            return nb if isinstance(nb, int) and not isinstance(nb, bool) else None
+        if ev["type"] in RETRY_ENDS and ev["seq"] > start:
+            return None
+    return None
+
+
 def retry_message(ms: int) -> bytes:
     return b"retry: %d\n\n" % ms
 
@@ -127,6 +152,7 @@ def subscribe(
     used = 0
     cursor = max(cursor, start - 1)
     seen_head = -1
+    waited = False  # the retry_wait status is in this window
     while True:
         head = host.store.head(rec.branch_id)
         if head is not None and head.head_seq != seen_head:
@@ -150,6 +176,10 @@ def subscribe(
                     out.append(retry_message(0))
                     return b"".join(out)
                 outcome = run_outcome(events, run_id, thread_id=thread_id, branch_id=rec.branch_id)
+                until = None if outcome is not None or waited else retry_wait(events, start)
+                if until is not None and until > time.time_ns() // 1_000_000:
+                    waited = True
+                    out.append(status_message(until))
             if outcome is not None:
                 out.append(result_message(run_id, outcome))
                 return b"".join(out)
