@@ -319,3 +319,23 @@ def test_unenforceable_limits_as_data() -> None:
     zero = {**pinned, "model_params": {"max_tokens": 0}}
     assert unenforceable(every, {"models": [MODEL_ENTRY]}, [zero]) == ["max_cost_nanos", "max_output_tokens"]
     assert unenforceable(every, {"on_unknown_usage": "stop"}, [pinned]) == []
+
+
+def test_an_agents_file_thread_budget_must_be_enforceable() -> None:
+    import json
+
+    from threads_aws.agents import AgentsFileError, parse_agents
+
+    agent = {
+        "adapter": {"name": "demo", "version": "1"},
+        "instructions": "x",
+        "model": {"name": "demo-1", "provider": "demo"},
+        "model_params": {"max_tokens": 64},
+        "policy": {"budget": {"max_cost_nanos": 1000, "max_model_requests": 5}},
+    }
+    with pytest.raises(AgentsFileError, match="budget_unenforceable: policy.budget max_cost_nanos"):
+        parse_agents(json.dumps({"a": agent}))
+    entry = {**MODEL_ENTRY, "provider": "demo", "name": "demo-1"}
+    agent["policy"] = {**agent["policy"], "models": [entry]}  # type: ignore[dict-item]
+    (a,) = parse_agents(json.dumps({"a": agent})).values()
+    assert a.policy()["budget"] == {"max_cost_nanos": 1000, "max_model_requests": 5}

@@ -369,7 +369,29 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
             params = fb.get("model_params", spec.get("model_params", {}))
             errs += _model_errors(fw, fb, adapter, params)
         errs += _policy_errors(where, spec.get("policy", {}))
+        errs += _thread_budget_errors(where, spec)
     return errs
+
+
+def _thread_budget_errors(where: str, spec: dict[str, Any]) -> list[str]:
+    """A thread budget (`policy.budget`) some model of the agent cannot bound per attempt is
+    refused at load: budget_unenforceable at setup (semantics §Budgets)."""
+    policy = spec.get("policy")
+    budget = policy.get("budget") if isinstance(policy, dict) else None
+    if not isinstance(budget, dict) or not budget:
+        return []
+    from .core.budgets import unenforceable
+
+    params = spec.get("model_params", {})
+    settings = [{"model": spec["model"], "model_params": params}]
+    for fb in spec.get("fallback_models", []):
+        if isinstance(fb, dict):
+            settings.append({"model": fb, "model_params": fb.get("model_params", params)})
+    assert isinstance(policy, dict)
+    bad = unenforceable(budget, policy, settings)
+    if not bad:
+        return []
+    return [f"{where}: budget_unenforceable: policy.budget {', '.join(bad)} has no per-attempt bound"]
 
 
 def _schedule_errors(where: str, schedules: Any) -> list[str]:
