@@ -93,7 +93,9 @@ def test_model_params_too_deep_for_the_line(dev: DevProcess) -> None:
     assert dev.timeline(run["thread_id"]) == before
 
 
-@pytest.mark.parametrize("number", ["9007199254740993", "18446744073709551616", "-9007199254740992"])
+@pytest.mark.parametrize(
+    "number", ["9007199254740993", "18446744073709551616", "-9007199254740992", "2.302063691455508e+16"]
+)
 def test_integers_beyond_2_53(dev: DevProcess, number: str) -> None:
     run = settled(dev)
     raw = (

@@ -50,6 +50,15 @@ def _int(token: str) -> int:
     return value
 
 
+def _float(token: str) -> float:
+    value = float(token)
+    # JCS writes an integral number as its digits (2.5e16 is 25000000000000000): beyond 2^53-1
+    # the line would carry an unsafe integer.
+    if value.is_integer() and abs(value) > MAX_INT:
+        raise _Refused(f"has the number {token[:24]}, an integer beyond ±(2^53-1) as JCS writes it")
+    return value
+
+
 def parse_body(raw: bytes) -> Any:
     """The body as a JSON value, or `invalid_request` naming what breaks the rules above."""
     try:
@@ -62,7 +71,7 @@ def parse_body(raw: bytes) -> Any:
     try:
         # The stdlib parser sees the tokens orjson hides: duplicate keys and integer literals
         # (orjson turns those beyond 2^64 into floats).
-        value = json.loads(raw, object_pairs_hook=_pairs, parse_int=_int)
+        value = json.loads(raw, object_pairs_hook=_pairs, parse_int=_int, parse_float=_float)
     except _Refused as exc:
         raise invalid(f"body {exc}") from None
     except RecursionError:
