@@ -357,13 +357,17 @@ def test_crashed_model_request_is_abandoned_and_resent(aws: Any) -> None:
 
 def test_provider_errors_retry_then_model_unavailable(aws: Any) -> None:
     ctx = make_ctx(aws)
-    b = new_thread(ctx, "scripted")
+    b = new_thread(ctx, "scripted")  # no fallback models: policy.retry.max_retries (3) re-sends
     err = {"error": {"reason": "overloaded", "http_status": 529}}
-    ctx.models = scripted(ScriptedModel([err, err, err]))
+    ctx.models = scripted(ScriptedModel([err] * 4))
     say(ctx, b, "hi")
-    assert run(ctx, b).state == "idle"
+    while (out := run(ctx, b)).state == "wait":
+        assert out.not_before is not None
+        aws.clock.advance(out.not_before - aws.clock())
+    assert out.state == "idle"
     assert of_type(ctx, b, "turn_completed")[0]["data"] == {"reason": "model_unavailable"}
-    assert len(of_type(ctx, b, "model_attempt_abandoned")) == 3
+    assert len(of_type(ctx, b, "model_attempt_abandoned")) == 4
+    assert len(of_type(ctx, b, "retry_scheduled")) == 3
     verify_export(ctx, b)
 
 

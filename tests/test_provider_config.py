@@ -186,7 +186,12 @@ def test_worker_records_the_classified_outcome(aws: Any) -> None:
         )
     )
     say(ctx, b, "hi")
-    assert run(ctx, b).state == "idle"
+    while (out := run(ctx, b)).state == "wait":  # each retry waits (engine.retry): move the clock
+        assert out.not_before is not None
+        aws.clock.advance(out.not_before - aws.clock())
+    assert out.state == "idle"
+    waits = [e["data"] for e in of_type(ctx, b, "retry_scheduled")]
+    assert [w["basis"] for w in waits] == ["backoff", "retry_after"] and waits[1]["delay_ms"] == 1000
     first, second = (e["data"] for e in of_type(ctx, b, "model_attempt_abandoned"))
     assert (first["provider_outcome"], first["reason"], first["billing"]) == (
         "unknown",

@@ -192,9 +192,11 @@ def cancel_in_flight(aws: Any) -> Runs:
 
 def failed_turn(aws: Any) -> Runs:
     err = {"error": {"reason": "overloaded", "http_status": 529}}
-    r = Runs(aws, [err, err, err])
+    r = Runs(aws, [err] * 4)  # the first try and policy.retry's 3 re-sends
     r.start("hi")
-    assert r.step() == "idle"
+    while (state := r.step()) == "wait":  # each re-send waits its backoff: move the clock past it
+        aws.clock.advance(30_000)
+    assert state == "idle"
     return r
 
 

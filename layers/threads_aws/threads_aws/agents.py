@@ -11,7 +11,8 @@ Where the agents come from (read once per container, validated at load):
 Validation names every problem at once (`AgentsFileError`): unknown keys, a missing required
 key, an unknown provider or adapter, a provider adapter whose name differs from the provider or
 whose version it doesn't implement, model_params no adapter maps (max_tokens is required for
-anthropic and bedrock), unknown tools, malformed permissions or fallback models.
+anthropic and bedrock), unknown tools, malformed permissions, fallback models or retry policy
+(`retry`: any of policy.retry's keys, over engine.retry.DEFAULTS).
 Check a file: `python -m threads_aws.agents path/to/agents.json`."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 from .core.canonical import canonical_hash
 from .engine.models import ADAPTER_VERSIONS, MODEL_PARAMS, PROVIDER_ADAPTERS, known_adapters
+from .engine.retry import DEFAULTS as RETRY_DEFAULTS
 
 DEFAULT_FILE = Path(__file__).resolve().parent / "data" / "agents.json"
 
@@ -174,6 +176,9 @@ class Agent:
     limits: dict[str, Any] = field(default_factory=dict)  # resolved policy sections (run limits)
 
     def policy(self) -> dict[str, Any]:
+        """The runtime policy `thread_started` pins: permissions, `retry` (complete: the
+        defaults with the agent's own values over them) and `fallback` (the ModelSettings of
+        the fallback models, when there are any)."""
         perms = {
             "allow": [],
             "allow_bypass": False,
@@ -184,7 +189,12 @@ class Agent:
             "protected_paths": [],
             **self.permissions,
         }
-        return {**self.limits, "permissions": perms}
+        out: dict[str, Any] = {**self.limits, "permissions": perms}
+        out["retry"] = {**RETRY_DEFAULTS, **self.limits.get("retry", {})}
+        fallback = self.fallback_settings()
+        if fallback:
+            out["fallback"] = fallback
+        return out
 
     def resolved(self) -> dict[str, Any]:
         """The secret-free config `config_hash` covers."""
@@ -263,7 +273,7 @@ AGENT_KEYS = frozenset(
 )
 SCHEDULE_KEYS = frozenset({"name", "cron", "timezone", "input", "tenant"})
 #: Policy sections an agent may set besides permissions (semantics §Budgets, §8; Policy).
-POLICY_KEYS = frozenset({"budget", "models", "currency", "on_unknown_usage", "output", "context"})
+POLICY_KEYS = frozenset({"budget", "models", "currency", "on_unknown_usage", "output", "context", "retry"})
 #: `policy.context` is complete or absent: an agent's partial section is completed from these.
 CONTEXT_DEFAULTS: dict[str, Any] = {
     "cache_ttl_ms": 300_000,
@@ -290,6 +300,8 @@ PERMISSION_KEYS = frozenset(
     {"mode", "allow", "ask", "deny", "protected_paths", "allow_bypass", "plan_exit_mode"}
 )
 NEEDS_MAX_TOKENS = frozenset({"anthropic", "bedrock"})
+#: policy.retry keys whose values are integers >= 0 (the others: >= 1, and fallback_scope).
+RETRY_ZERO_OK = frozenset({"max_retries", "crash_resends"})
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
@@ -321,6 +333,21 @@ def _model_errors(where: str, model: Any, adapter: Any, params: Any) -> list[str
             errs.append(f"{where}: model_params not mapped by any adapter: {', '.join(unknown)}")
         if provider in NEEDS_MAX_TOKENS and not isinstance(params.get("max_tokens"), int):
             errs.append(f"{where}: {provider} needs model_params.max_tokens (an integer)")
+    return errs
+
+
+def _retry_errors(where: str, retry: Any) -> list[str]:
+    if not isinstance(retry, dict):
+        return [f"{where}: policy.retry must be an object"]
+    errs = [f"{where}: unknown policy.retry key {k!r}" for k in sorted(set(retry) - set(RETRY_DEFAULTS))]
+    for k, v in sorted(retry.items()):
+        if k == "fallback_scope":
+            if v not in ("turn", "thread"):
+                errs.append(f"{where}: policy.retry.fallback_scope is turn or thread")
+        elif k in RETRY_DEFAULTS and (
+            not isinstance(v, int) or isinstance(v, bool) or v < (0 if k in RETRY_ZERO_OK else 1)
+        ):
+            errs.append(f"{where}: policy.retry.{k} must be an integer >= {0 if k in RETRY_ZERO_OK else 1}")
     return errs
 
 
@@ -442,6 +469,7 @@ def _policy_errors(where: str, policy: Any) -> list[str]:
     ctx = policy.get("context")
     if ctx is not None and (not isinstance(ctx, dict) or set(ctx) - set(CONTEXT_DEFAULTS)):
         errs.append(f"{where}: policy.context keys are {', '.join(sorted(CONTEXT_DEFAULTS))}")
+    errs += _retry_errors(where, policy.get("retry", {}))
     return errs
 
 

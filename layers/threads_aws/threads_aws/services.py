@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .store.protocol import Stores
     from .store.run_steps import RunStepQueue
     from .store.scheduler import EventBridgeSchedules
+    from .store.step_timer import StepTimer
     from .writer import Writer
 
 T = TypeVar("T")
@@ -109,6 +110,14 @@ class Services:
         return self._once("steps", lambda: RunStepQueue(self.sqs, self.names.run_step_queue_url))
 
     @property
+    def timer(self) -> StepTimer | None:
+        """The run-step timer (a retry's wake-up), where the deployment has one."""
+        from .store.step_timer import StepTimer
+
+        url = self.names.run_step_timer_url
+        return self._once("timer", lambda: StepTimer(self.sqs, url)) if url else None
+
+    @property
     def inbox_queue(self) -> InboxQueue:
         from .store.inbox_queue import InboxQueue
 
@@ -155,6 +164,7 @@ class Services:
                 writer=Writer(self.stores.events, clock=self.clock, activity=self.stores.threads),
                 stores=self.stores,
                 steps=self.steps,
+                timer=self.timer,
                 agents=dict(self.agents),
                 clock=self.clock,
                 **{"inbox_queue": self.inbox_queue, **overrides},

@@ -82,6 +82,13 @@ class Turn:
     output_rejections: int = 0  # its output_validated{rejected}
     validated: str | None = None  # source_event_id of its latest output_validated
     instructed: str | None = None  # origin.id of its latest injected{source: recovery}
+    # Retries (engine.retry reads these): counted since its latest response or settings epoch.
+    failures: int = 0  # abandoned attempts other than steered/cancelled/crash
+    retries: int = 0  # retry_scheduled
+    crashes: int = 0  # abandoned{crash} (re-sent under policy.retry.crash_resends)
+    waited_ms: int = 0  # the sum of its retry_scheduled.delay_ms (max_total_wait_ms)
+    retry: dict[str, Any] | None = None  # its latest retry_scheduled data, until the next request
+    epoch_seq: int = 0  # seq of its latest settings_changed
 
 
 def epoch_settings(ev: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -125,6 +132,11 @@ class Fold:
     thread_rules: list[tuple[str, str]] = field(
         default_factory=list
     )  # permission_rule_added (rule, decision)
+    # the settings a fallback left (engine.fallback reverts to them when the scope is `turn`):
+    # set by the first settings_changed{fallback} since the last revert or user change
+    fallback_from: dict[str, Any] | None = None
+    fallback_event_id: str | None = None  # that settings_changed{fallback}
+    fallback_turn: int = 0  # turns_completed when it was appended
     # turns and runs
     turn_open: bool = False
     turn: Turn = field(default_factory=Turn)
@@ -259,6 +271,7 @@ class Fold:
         self.awaiting[ev["event_id"]] = seq
         self.last_request = self.turn.last_model = ev
         self.turn.steered = False
+        self.turn.retry = None
         if not self.turn.first_request_seq:
             self.turn.first_request_seq = seq
         if d.get("purpose", "turn") == "turn":
@@ -278,6 +291,7 @@ class Fold:
     def _on_model_response(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self._settle_attempt(d)
         self.turn.last_model = ev
+        self.turn.failures = self.turn.retries = self.turn.crashes = 0
         if d["stop_reason"] == "pause_turn" and ev["type"] == "model_response":
             self.turn.pauses += 1
         if d["stop_reason"] == "max_tokens" and self.purpose_of(d["request_event_id"]) == "turn":
@@ -303,6 +317,15 @@ class Fold:
     def _on_model_attempt_abandoned(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self._settle_attempt(d)
         self.turn.last_model = ev
+        if d["reason"] == "crash":
+            self.turn.crashes += 1
+        elif d["reason"] not in ("steered", "cancelled"):
+            self.turn.failures += 1
+
+    def _on_retry_scheduled(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        self.turn.retries += 1
+        self.turn.waited_ms += d["delay_ms"]
+        self.turn.retry = d
 
     def _on_tool_call(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         call_id = d["call_id"]
@@ -524,7 +547,17 @@ class Fold:
             m = d["settings"]["model"]
             if not any(x["provider"] == m["provider"] and x["name"] == m["name"] for x in models):
                 raise self._bad(seq, "model is not in policy.models")  # rule 18
+        if d["reason"] == "fallback" and self.fallback_from is None:
+            self.fallback_from = self.settings
+            self.fallback_event_id = ev["event_id"]
+            self.fallback_turn = self.turns_completed
+        elif d["reason"] in ("user", "revert"):
+            self.fallback_from = self.fallback_event_id = None
         self.settings = epoch_settings(ev)
+        t = self.turn
+        t.failures = t.retries = t.crashes = 0
+        t.retry = None
+        t.epoch_seq = seq
 
     def _on_permission_rule_added(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self.thread_rules.append((d["rule"], d["decision"]))

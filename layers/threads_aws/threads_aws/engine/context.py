@@ -10,7 +10,7 @@ from typing import Any
 
 from ..core import render
 from ..sandbox.provider import S3WorkspaceProvider
-from ..store.protocol import Artifacts, EventLog, StepQueue, Stores
+from ..store.protocol import Artifacts, EventLog, StepQueue, StepTimer, Stores
 from ..store.records import wall_ms
 from ..writer import View, Writer
 from .exec_tool import WORKSPACE_EXECUTORS
@@ -26,8 +26,10 @@ ModelResolver = Callable[[dict[str, Any], dict[str, Any]], ModelAdapter]
 
 @dataclass(frozen=True)
 class StepOutcome:
-    state: str  # idle | parked | more | busy
+    state: str  # idle | parked | more | busy | wait (a retry is due at not_before)
     appended: int
+    not_before: int | None = None  # wait: when the retry is due
+    armed: bool = False  # wait: its wake-up is scheduled (else the queue handler backs off)
 
 
 @dataclass
@@ -39,11 +41,12 @@ class _Rendered:
 @dataclass
 class EngineContext:
     """The writer, the stores, the run-step queue (to re-enqueue a step that runs out of time),
-    the deployed agents, the model resolver and the tool executors."""
+    the step timer (a retry's wake-up), the deployed agents, the model resolver and the tool executors."""
 
     writer: Writer
     stores: Stores
     steps: StepQueue | None = None
+    timer: StepTimer | None = None  # wakes a branch when its retry is due (engine.retry_turn)
     agents: dict[str, Any] | None = None
     models: ModelResolver = adapter_for
     clock: Callable[[], int] = wall_ms

@@ -16,7 +16,7 @@ from .. import observability
 from ..core.errors import LogError
 from ..core.lines import StoredLine
 from ..store.records import CompanionFailed, Lease
-from ..writer import Companions, Draft, View
+from ..writer import Companions, Draft, DraftLike, View
 from .budget_plan import is_settlement, with_settlement
 from .context import EngineContext
 
@@ -55,6 +55,8 @@ class StepBase:
         self.branch_id = branch_id
         self.lease = lease
         self.appended = 0
+        self.wake_at: int | None = None  # a retry's not_before, when the step ends `wait`
+        self.armed = False  # its wake-up is scheduled (engine.retry_turn)
 
     def maybe_renew(self, force: bool = False) -> None:
         now = self.ctx.clock()
@@ -64,7 +66,7 @@ class StepBase:
             )
 
     def append(
-        self, view: View, drafts: Sequence[Draft], companions: Companions | None = None
+        self, view: View, drafts: Sequence[DraftLike], companions: Companions | None = None
     ) -> list[StoredLine]:
         """Append under the lease epoch; a model attempt's answer settles its budget rows in the
         same transaction (`budget_plan`)."""
@@ -90,7 +92,7 @@ class StepBase:
         observability.turn_ends((d.type, d.data) for d in drafts)  # RunsSettled by reason
         return lines
 
-    def append_sticky(self, build: Callable[[View], Sequence[Draft]]) -> list[StoredLine]:
+    def append_sticky(self, build: Callable[[View], Sequence[DraftLike]]) -> list[StoredLine]:
         """Record facts that already happened (a model answer, an effect's result): a lost head
         race re-appends them on the new head; a lost lease stops (recovery takes over)."""
         for _ in range(STICKY_RETRIES):

@@ -3,9 +3,11 @@
 Ordering (C2): the rendered request bytes are put to S3 before `model_request` is appended, and
 `model_request` is durable (and the lease renewed) before the model is called. The answer and
 the calls it proposes (`model_response`, then each `tool_call` with its `permission_decision`)
-are recorded sticky: they happened. A provider failure is `model_attempt_abandoned` (the next
-step retries up to MAX_ATTEMPTS; the adapter classifies it: `ModelError.abandoned`); an
-exception of unknown outcome is abandoned `unknown`.
+are recorded sticky: they happened. A provider failure is `model_attempt_abandoned` (the adapter
+classifies it: `ModelError.abandoned`), appended with what follows it (a retry, a fallback or the
+turn's end: `engine.retry`, `engine.retry_turn`); an exception of unknown outcome is abandoned
+`unknown`. Before anything is stored, the adapter's capability pre-check (`preflight`) may end
+the turn `error` with content_unsupported / continuation_unsupported: no model_request then.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ from .. import observability
 from ..core.canonical import sha256_hex
 from ..core.fold import Fold, Turn
 from ..writer import Draft, View
+from . import retry
 from .budgets import Budgets
-from .calls import Calls
 from .continuation import Continuation
 from .deltas import DeltaPublisher
 from .loop import HOST, MODEL, RECOVERY
 from .models import ModelError, ModelResult
+from .models import preflight as capability_check
 from .output import APPENDED, Output
+from .retry_turn import RetryTurn
 
-MAX_ATTEMPTS = 3  # model attempts per request (crash re-sends and provider failures)
 MAX_PAUSE_CONTINUATIONS = 3
 ABANDON_REASONS = frozenset(
     {
@@ -51,10 +54,19 @@ def abandon_open_attempts(f: Fold, reason: str) -> list[Draft]:
     ]
 
 
-class ModelTurn(Calls, Budgets, Output, Continuation):
+class ModelTurn(RetryTurn, Budgets, Output, Continuation):
     def next_model_step(self, view: View, turn: Turn) -> str | None:
         """Request again or complete the turn, from the latest answer. Under `stop_when_idle`
-        (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`."""
+        (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`.
+        A failed attempt is the retry policy's (engine.retry)."""
+        last = turn.last_model
+        if last is not None and last["type"] == "model_attempt_abandoned":
+            if turn.stop_when_idle:
+                return self.complete_turn(view, "interrupted")
+            after = self.after_failure(view)  # retries and fallback (engine.retry)
+            if not isinstance(after, retry.Resend):
+                return after
+            return self.request(view, attempt=after.attempt)
         limits = self.output_next(view, turn) or self.continuation_next(view, turn)  # run limits
         if limits == APPENDED:
             return None
@@ -72,14 +84,6 @@ class ModelTurn(Calls, Budgets, Output, Continuation):
         if last is None:
             return 1, ""
         d = last["data"]
-        if last["type"] == "model_attempt_abandoned":
-            req = f.last_request
-            attempt = int(req["data"]["attempt"]) if req else 1
-            if d.get("reason") == "prompt_too_long":
-                return None, "context_exhausted"
-            if attempt >= MAX_ATTEMPTS:
-                return None, "model_unavailable"
-            return attempt + 1, ""
         stop = d["stop_reason"]
         if any(p.get("type") == "tool_use" for p in d["content"]):
             return 1, ""  # its calls have their results now
@@ -99,8 +103,9 @@ class ModelTurn(Calls, Budgets, Output, Continuation):
             return None, "context_exhausted"
         return None, "error"
 
-    def complete_turn(self, view: View, reason: str) -> str | None:
-        self.append(view, [Draft("turn_completed", {"reason": reason}, HOST)])
+    def complete_turn(self, view: View, reason: str, code: str | None = None) -> str | None:
+        data = {"reason": reason} if code is None else {"code": code, "reason": reason}
+        self.append(view, [Draft("turn_completed", data, HOST)])
         return None
 
     def request(self, view: View, *, attempt: int) -> str | None:
@@ -112,6 +117,9 @@ class ModelTurn(Calls, Budgets, Output, Continuation):
         adapter = observability.model_latency(adapter, settings["adapter"])  # its calls timed
         renderer = self.ctx.renderer(view)
         body = renderer.request(self.ctx.artifacts.get_ref)
+        refused = capability_check(adapter, body, self.ctx.artifacts)  # before anything is stored
+        if refused is not None:
+            return self.complete_turn(view, "error", retry.turn_code(refused.code))
         head = renderer.line0()
         prefix = {"bytes": len(head), "sha256": sha256_hex(head)}
         ref = self.ctx.artifacts.put(body, "application/x-ndjson")  # the bytes first (C2)
@@ -124,22 +132,21 @@ class ModelTurn(Calls, Budgets, Output, Continuation):
         assert rid is not None
         live = DeltaPublisher(self.ctx.stores.deltas, self.branch_id, rid)  # token deltas
         try:
-            answer = adapter.complete(
-                body,
-                settings=settings,
-                request_event_id=rid,
-                branch_id=self.branch_id,
-                artifacts=self.ctx.artifacts,
-                on_delta=live,
-            )
+            with self.heartbeat(view):  # the lease outlives a long answer
+                answer = adapter.complete(
+                    body,
+                    settings=settings,
+                    request_event_id=rid,
+                    branch_id=self.branch_id,
+                    artifacts=self.ctx.artifacts,
+                    on_delta=live,
+                )
         except ModelError as exc:  # classified by the adapter: outcome, reason, billing, retry-after
             failed = exc.abandoned(rid, ABANDON_REASONS)
-            self.append_sticky(lambda v: [Draft("model_attempt_abandoned", failed, HOST)])
-            return None
+            return self.record_failure(retry.Failure(failed, exc.retryable, exc.retry_after_ms, exc.code))
         except Exception:  # noqa: BLE001 - the request may have reached the provider
             unknown = {"provider_outcome": "unknown", "reason": "provider_error", "request_event_id": rid}
-            self.append_sticky(lambda v: [Draft("model_attempt_abandoned", unknown, HOST)])
-            return None
+            return self.record_failure(retry.Failure(unknown, retryable=False))
         finally:
             live.close()  # every delta is written before the answer commits
         self.append_sticky(lambda v: self.answer_drafts(v, rid, answer))

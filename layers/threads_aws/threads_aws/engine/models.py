@@ -119,6 +119,23 @@ class ModelAdapter(Protocol):
     ) -> ModelResult: ...
 
 
+def preflight(adapter: Any, request: bytes, artifacts: ArtifactAccess | None) -> ModelError | None:
+    """The capability pre-check (semantics §4): an adapter with `preflight(request, artifacts)`
+    builds its provider request before anything is stored; the refusal it raises (a ModelError
+    with `code` content_unsupported / continuation_unsupported / ...) is returned, and the turn
+    ends `error` without a model_request. Adapters without one (demo, scripted) take anything."""
+    check = getattr(adapter, "preflight", None)
+    if check is None:
+        return None
+    try:
+        check(request, artifacts)
+    except ModelError as exc:
+        if exc.outcome != "not_sent":  # pragma: no cover - a pre-check sends nothing
+            raise
+        return exc
+    return None
+
+
 def estimate_usage(request: bytes, content: list[dict[str, Any]]) -> dict[str, int | None]:
     """Deterministic token estimates (bytes/4), as the offline models report them."""
     return {"input_tokens": len(request) // 4, "output_tokens": len(canonical_bytes(content)) // 4}

@@ -12,6 +12,11 @@ reported as a partial failure and made visible again after `retry_delay_s` of it
 the fifth receive (the last before the DLQ, maxReceiveCount 5) comes 80 s after the first, past
 a dead worker's 60 s lease. FIFO: the records of its group behind it fail with it and get the
 same delay, so the group keeps its order.
+
+A step that ends `wait` (a model retry not due yet) armed its wake-up on the run-step timer
+(`store.step_timer`, a standard queue with per-message delays) and succeeds; only if it could
+not arm one is its record failed, so the backoff above wakes it instead. The timer's messages
+come to this same handler: each becomes an ordinary step on the FIFO queue (`forward_wakeups`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from .. import observability
 from ..store.protocol import StepQueue
 from ..store.run_steps import RunStepQueue
+from ..store.step_timer import parse as parse_timer
 from .step import EngineContext, advance
 
 NO_DEADLINE_MS = 900_000
@@ -41,6 +47,10 @@ log = logging.getLogger("threads_aws.engine")
 
 class BranchBusy(Exception):
     """Another worker holds the branch: fail the record so SQS redelivers it later."""
+
+
+class WakeLater(Exception):
+    """A retry wait whose wake-up could not be armed: fail the record (its backoff wakes it)."""
 
 
 def enqueue_step(
@@ -72,9 +82,23 @@ def back_off(steps: StepQueue, records: list[dict[str, Any]]) -> None:
         log.exception("could not shorten the visibility of %d failed step(s)", len(handles))
 
 
+def forward_wakeups(records: list[dict[str, Any]], engine: EngineContext) -> dict[str, Any]:
+    """Timer messages (a standard queue: no group, no order) → steps on the FIFO queue. A
+    failure raises: Lambda retries the whole (idempotent) batch."""
+    if engine.steps is None:
+        raise RuntimeError("no run-step queue to forward retry wake-ups to")
+    for r in records:
+        branch_id, _not_before = parse_timer(r["body"])
+        engine.steps.enqueue(branch_id, reason="retry_due")
+    return {"batchItemFailures": []}
+
+
 def handle_batch(event: dict[str, Any], context: Any, *, engine: EngineContext) -> dict[str, Any]:
     """Advance each record's branch. `busy` fails that record (and, FIFO, the rest of its group)
     so it is retried; `more` re-enqueues the branch before the Lambda deadline."""
+    records = event.get("Records") or []
+    if records and not str(records[0].get("eventSourceARN", "")).endswith(".fifo"):
+        return forward_wakeups(records, engine)  # the run-step timer's wake-ups
     holder = getattr(context, "aws_request_id", None) or uuid.uuid4().hex
 
     def record_handler(record: SQSRecord) -> str:
@@ -88,6 +112,8 @@ def handle_batch(event: dict[str, Any], context: Any, *, engine: EngineContext) 
             step.update(state=outcome.state, appended=outcome.appended)
             if outcome.state == "busy":
                 raise BranchBusy(branch_id)
+            if outcome.state == "wait" and not outcome.armed:
+                raise WakeLater(branch_id)
             if outcome.state == "more" and engine.steps is not None:
                 engine.steps.enqueue(branch_id, reason="more")
             return outcome.state

@@ -62,7 +62,7 @@ def advance(ctx: EngineContext, branch_id: str, *, holder_id: str, deadline_ms: 
             state = step.run_replies() or state
         if state == "idle":
             step.wake_inbox()
-        return StepOutcome(state, step.appended)
+        return StepOutcome(state, step.appended, step.wake_at if state == "wait" else None, step.armed)
     finally:
         try:
             ctx.store.release(branch_id, step.lease)
@@ -107,6 +107,8 @@ class _Step(ModelTurn, Cancel, Replies):
                 data = {"call_id": entry["call_id"], "reason": "crash_after_begin"}
                 self.append(view, [Draft("effect_unknown", data, RECOVERY)])
                 return None
+        if self.revert_if_due(view):  # a turn-scoped fallback outlived its turn (engine.fallback)
+            return None
         cancel = open_cancel(f)
         if not f.turn_open:
             if cancel is not None and f.open_effects == 0:

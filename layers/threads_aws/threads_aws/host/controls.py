@@ -16,6 +16,7 @@ from ..core.ask_user import match, options_of
 from ..core.errors import LogError
 from ..core.fold import Challenge, Fold
 from ..core.lines import StoredLine
+from ..engine import fallback
 from ..store.approvals import ApprovalRow
 from ..store.records import CompanionFailed
 from ..writer import Draft, View
@@ -155,23 +156,29 @@ class Controls(Authority):
             agent = self._pinned_agent(view)
             if agent is None:
                 raise invalid("the thread's agent is not deployed on this host")
-            want = body["model"]
-            if not any(
-                m.get("provider") == want["provider"] and m.get("name") == want["name"]
-                for m in agent.models()
-            ):
+            # The model's factory (its adapter and params): the pinned primary and fallback
+            # chain, then the deployed agent's (threads pinned before the chain).
+            settings = fallback.settings_for(
+                view.fold,
+                body["model"],
+                model_params=body.get("model_params"),
+                reasoning_carryover=body.get("reasoning_carryover"),
+                extra=agent.fallback_settings(),
+            )
+            if settings is None:
                 # Rule 18 (its model must be in policy.models): a domain refusal, as the contract
                 # has it for this route ("invalid_transition comes from rule 18"), not a bad body.
                 why = "body.model is not in the agent's model or fallback list (rule 18)"
                 raise LogError("invalid_transition", None, why)
+            models = view.fold.policy.get("models")
+            if models is not None and not any(
+                m["provider"] == settings["model"]["provider"] and m["name"] == settings["model"]["name"]
+                for m in models
+            ):
+                why = "body.model is not in the thread's policy.models (rule 18)"
+                raise LogError("invalid_transition", None, why)
             if view.fold.awaiting:
                 raise LogError("invalid_transition", None, "a model attempt awaits its response (rule 18)")
-            settings = {
-                "adapter": agent.adapter,
-                "model": {"provider": want["provider"], "name": want["name"]},
-                "model_params": body.get("model_params", agent.model_params),
-                "reasoning_carryover": body.get("reasoning_carryover", "keep"),
-            }
             data = {"reason": "user", "settings": settings}
             return self._commit(view, [lambda _: Draft("settings_changed", data, user(principal))])
 

@@ -17,6 +17,7 @@ ROLES = {
     "inbox_queue_url": "ChannelInboxQueue",
     "run_step_dlq_url": "RunStepDLQ",
     "inbox_dlq_url": "ChannelInboxDLQ",
+    "run_step_timer_url": "RunStepTimerQueue",
 }
 ENV = {
     "events_table": "EVENTS_TABLE",
@@ -25,6 +26,8 @@ ENV = {
     "run_step_queue_url": "RUN_STEP_QUEUE_URL",
     "inbox_queue_url": "CHANNEL_INBOX_QUEUE_URL",
 }
+# Read when set (only the worker has them).
+OPTIONAL_ENV = {"run_step_timer_url": "RUN_STEP_TIMER_QUEUE_URL"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class ResourceNames:
     inbox_queue_url: str
     run_step_dlq_url: str | None = None
     inbox_dlq_url: str | None = None
+    run_step_timer_url: str | None = None
     physical: Mapping[str, str] = field(default_factory=dict)  # logical id -> name / queue url
 
     @classmethod
@@ -45,8 +49,11 @@ class ResourceNames:
         if missing:
             raise KeyError(f"missing environment variables: {', '.join(missing)}")
         values: dict[str, Any] = {attr: env[var] for attr, var in ENV.items()}
+        values.update({attr: env[var] for attr, var in OPTIONAL_ENV.items() if env.get(var)})
         return cls(**values)
 
     def env(self) -> dict[str, str]:
         """The environment variables a function reads (inverse of from_env)."""
-        return {var: getattr(self, attr) for attr, var in ENV.items()}
+        out = {var: getattr(self, attr) for attr, var in ENV.items()}
+        out.update({var: getattr(self, attr) for attr, var in OPTIONAL_ENV.items() if getattr(self, attr)})
+        return out

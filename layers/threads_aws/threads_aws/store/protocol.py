@@ -278,6 +278,12 @@ class StepQueue(Protocol):
     def retry_later(self, handles: Sequence[tuple[str, int]]) -> list[str]: ...
 
 
+class StepTimer(Protocol):
+    """Delayed wake-ups of a branch (`store.step_timer.StepTimer`): a retry's not_before."""
+
+    def wake_at(self, branch_id: str, not_before_ms: int, *, now_ms: int) -> None: ...
+
+
 @dataclass(frozen=True)
 class Stores:
     """Every store, by row kind: what the host and the engine receive (never a client)."""

@@ -73,6 +73,15 @@ def _client(key: str, base_url: str | None, timeout_s: float) -> Any:
 class AnthropicAdapter:
     def __init__(self, client: Any = None) -> None:
         self.client = client  # tests pass an SDK client built on an httpx MockTransport
+        self._prepared: tuple[bytes, Conversation, Blobs, dict[str, Any]] | None = None
+
+    def preflight(self, request: bytes, artifacts: ArtifactAccess | None = None) -> None:
+        """The capability pre-check, before the request is stored: build the Messages request
+        (a part Anthropic can't take raises `unsupported`: content_unsupported /
+        continuation_unsupported); `complete` sends what was built here."""
+        conv = common.parse_request(request)
+        blobs = Blobs(artifacts)
+        self._prepared = (request, conv, blobs, build_request(conv, blobs))
 
     def complete(
         self,
@@ -84,9 +93,11 @@ class AnthropicAdapter:
         artifacts: ArtifactAccess | None = None,
         on_delta: DeltaCallback | None = None,
     ) -> ModelResult:
-        conv = common.parse_request(request)
-        blobs = Blobs(artifacts)
-        kwargs = build_request(conv, blobs)
+        if self._prepared is None or self._prepared[0] != request:
+            self.preflight(request, artifacts)
+        assert self._prepared is not None
+        _, conv, blobs, kwargs = self._prepared
+        self._prepared = None
         client = self.client or _client(
             api_key(PROVIDER),
             os.environ.get("ANTHROPIC_BASE_URL") or None,

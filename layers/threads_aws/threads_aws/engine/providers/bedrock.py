@@ -95,6 +95,15 @@ def _client(region: str | None, timeout_s: float) -> Any:
 class BedrockAdapter:
     def __init__(self, client: Any = None) -> None:
         self.client = client  # tests pass a client pointed at a local endpoint or stubbed
+        self._prepared: tuple[bytes, Conversation, Blobs, dict[str, Any], bool] | None = None
+
+    def preflight(self, request: bytes, artifacts: ArtifactAccess | None = None) -> None:
+        """The capability pre-check, before the request is stored: build the Converse request
+        (a part Bedrock can't take raises `unsupported`); `complete` sends what was built here."""
+        conv = common.parse_request(request)
+        blobs = Blobs(artifacts)
+        kwargs, cached = build_request(conv, blobs)
+        self._prepared = (request, conv, blobs, kwargs, cached)
 
     def complete(
         self,
@@ -106,9 +115,11 @@ class BedrockAdapter:
         artifacts: ArtifactAccess | None = None,
         on_delta: DeltaCallback | None = None,
     ) -> ModelResult:
-        conv = common.parse_request(request)
-        blobs = Blobs(artifacts)
-        kwargs, cached = build_request(conv, blobs)
+        if self._prepared is None or self._prepared[0] != request:
+            self.preflight(request, artifacts)
+        assert self._prepared is not None
+        _, conv, blobs, kwargs, cached = self._prepared
+        self._prepared = None
         client = self.client or _client(
             conv.settings.get("region") or os.environ.get("AWS_REGION") or None,
             float(conv.settings.get("timeout_s", 300)),

@@ -66,6 +66,18 @@ def _client(key: str, base_url: str | None, timeout_s: float) -> Any:
 class OpenAIAdapter:
     def __init__(self, client: Any = None) -> None:
         self.client = client  # tests pass an SDK client built on an httpx MockTransport
+        self._prepared: tuple[bytes, Conversation, Blobs, str, dict[str, Any]] | None = None
+
+    def preflight(self, request: bytes, artifacts: ArtifactAccess | None = None) -> None:
+        """The capability pre-check, before the request is stored: build the Responses or Chat
+        request (a part OpenAI can't take raises `unsupported`); `complete` sends it."""
+        conv = common.parse_request(request)
+        blobs = Blobs(artifacts)
+        api = conv.settings.get("api", "responses")
+        if api not in ("responses", "chat"):
+            raise unsupported("model_error", f"openai adapter api {api!r} (responses|chat)")
+        kwargs = build_responses(conv, blobs) if api == "responses" else build_chat(conv, blobs)
+        self._prepared = (request, conv, blobs, api, kwargs)
 
     def complete(
         self,
@@ -77,12 +89,11 @@ class OpenAIAdapter:
         artifacts: ArtifactAccess | None = None,
         on_delta: DeltaCallback | None = None,
     ) -> ModelResult:
-        conv = common.parse_request(request)
-        blobs = Blobs(artifacts)
-        api = conv.settings.get("api", "responses")
-        if api not in ("responses", "chat"):
-            raise unsupported("model_error", f"openai adapter api {api!r} (responses|chat)")
-        kwargs = build_responses(conv, blobs) if api == "responses" else build_chat(conv, blobs)
+        if self._prepared is None or self._prepared[0] != request:
+            self.preflight(request, artifacts)
+        assert self._prepared is not None
+        _, conv, blobs, api, kwargs = self._prepared
+        self._prepared = None
         client = self.client or _client(
             api_key(PROVIDER),
             os.environ.get("OPENAI_BASE_URL") or None,
