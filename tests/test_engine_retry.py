@@ -9,8 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from test_engine_helpers import USER, make_ctx, of_type, run, say, scripted, types, verify_export
-from test_engine_queue import as_event, receive
+from helpers.engine import USER, make_ctx, of_type, run, say, scripted, types, verify_export
 from threads_aws.agents import load_agents
 from threads_aws.core import projections
 from threads_aws.core.canonical import new_uuid7
@@ -525,6 +524,30 @@ def test_preflight_refusal_appends_no_request(aws: Any) -> None:
 
 
 # ------------------------------------------------------------------ the queue handler
+
+
+def receive(aws: Any) -> list[dict[str, Any]]:
+    out = aws.sqs.receive_message(QueueUrl=aws.resources.run_step_queue_url, AttributeNames=["All"])
+    return list(out.get("Messages", []))
+
+
+def as_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Lambda SQS event of received messages (as the event source mapping sends them)."""
+    records = [
+        {
+            "messageId": m["MessageId"],
+            "receiptHandle": m["ReceiptHandle"],
+            "body": m["Body"],
+            "attributes": m.get("Attributes", {}),
+            "messageAttributes": {},
+            "md5OfBody": m["MD5OfBody"],
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:run-step.fifo",
+            "awsRegion": "us-east-1",
+        }
+        for m in messages
+    ]
+    return {"Records": records}
 
 
 def step_event(aws: Any, ctx: EngineContext, b: str) -> dict[str, Any]:

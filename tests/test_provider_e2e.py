@@ -154,7 +154,7 @@ def test_rate_limit_with_retry_after_waits_then_succeeds(
 ) -> None:
     """A 429 with retry-after: 1 → retry_scheduled{basis: retry_after}; the step ends, the timer
     queue re-delivers the branch after not_before, and the re-send (attempt 2) succeeds."""
-    monkeypatch.setattr(test_e2e_gateway, "DEADLINE_S", 120)
+    monkeypatch.setattr(e2e, "DEADLINE_S", 120)
     before = len(fake.state.requests)
     fake.fail("anthropic", "rate_limited", retry_after_s=1)
     run, result = _run(dev_on_fakes, "anthropic", "Say hi", f"e2e-429-{tmp_path.name}")
@@ -189,7 +189,7 @@ def test_a_provider_that_keeps_failing_falls_back_then_reverts(
     """Anthropic answers 529 twice (fallback_after 2): settings_changed{fallback} moves the
     thread to its Bedrock fallback, which runs the tool loop; the turn-scoped fallback reverts
     when the turn ends, and the next run is on Anthropic again."""
-    monkeypatch.setattr(test_e2e_gateway, "DEADLINE_S", 120)
+    monkeypatch.setattr(e2e, "DEADLINE_S", 120)
     before = len(fake.state.requests)
     fake.fail("anthropic", "overloaded", times=2)
     run, result = _run(dev_on_fakes, "anthropic", "What time is it?", f"e2e-fb-{tmp_path.name}")
@@ -242,7 +242,7 @@ def test_post_settings_switches_the_thread_to_another_provider(
     """An OpenAI thread switched by POST …/settings to its Anthropic fallback model: the host
     takes the adapter from that model's factory, and the next request renders for Anthropic
     (its history — OpenAI's call ids and results — goes to the Messages API)."""
-    monkeypatch.setattr(test_e2e_gateway, "DEADLINE_S", 120)
+    monkeypatch.setattr(e2e, "DEADLINE_S", 120)
     dev = dev_on_fakes
     run, result = _run(dev, "openai", "What time is it?", f"e2e-sw-{tmp_path.name}")
     assert result["status"] == "completed", result
