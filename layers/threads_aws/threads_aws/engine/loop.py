@@ -89,7 +89,8 @@ class StepBase:
                 self.branch_id, drafts, epoch=self.lease.epoch, view=view, companions=companions
             )
         self.appended += len(lines)
-        observability.turn_ends((d.type, d.data) for d in drafts)  # RunsSettled by reason
+        # RunsSettled by reason (a turn_completed is always a plain Draft; built drafts are not)
+        observability.turn_ends((d.type, d.data) for d in drafts if isinstance(d, Draft))
         return lines
 
     def append_sticky(self, build: Callable[[View], Sequence[DraftLike]]) -> list[StoredLine]:
