@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -237,6 +238,26 @@ def test_timer_delay_rounds_up_and_caps() -> None:
 
 
 # ------------------------------------------------------------------ the worker
+
+
+def test_agent_policy_retry_is_completed_and_checked() -> None:
+    """An agent's policy.retry is pinned complete (its values over the defaults), with its
+    fallback chain; a malformed section is refused when the agents file is read."""
+    from threads_aws.agents import __file__ as agents_py
+    from threads_aws.agents import parse_agents, validate
+
+    bundled = json.loads((Path(agents_py).parent / "data" / "agents.json").read_text())
+    spec = {
+        "a": {**bundled["anthropic"], "policy": {"retry": {"max_retries": 5, "fallback_scope": "thread"}}}
+    }
+    pinned = parse_agents(json.dumps(spec))["a"].policy()
+    assert pinned["retry"] == {**retry.DEFAULTS, "max_retries": 5, "fallback_scope": "thread"}
+    assert [s["model"]["provider"] for s in pinned["fallback"]] == ["bedrock"]
+    spec["a"]["policy"] = {"retry": {"max_retries": -1, "fallback_scope": "run", "nope": 1}}
+    errs = validate(spec)
+    assert any("policy.retry.max_retries" in e for e in errs), errs
+    assert any("policy.retry.fallback_scope" in e for e in errs), errs
+    assert any("unknown policy.retry key 'nope'" in e for e in errs), errs
 
 
 def thread_with(ctx: EngineContext, chain: list[dict[str, Any]], **retry_policy: Any) -> str:
