@@ -164,10 +164,9 @@ class Services:
                 writer=Writer(self.stores.events, clock=self.clock, activity=self.stores.threads),
                 stores=self.stores,
                 steps=self.steps,
-                timer=self.timer,
                 agents=dict(self.agents),
                 clock=self.clock,
-                **{"inbox_queue": self.inbox_queue, **overrides},
+                **{"inbox_queue": self.inbox_queue, "timer": self.timer, **overrides},
             )
 
         return make() if overrides else self._once("engine", make)
