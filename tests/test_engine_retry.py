@@ -108,7 +108,10 @@ def test_decide_order() -> None:
         "error", "content_unsupported"
     )
     assert retry.decide(f, failure(code="artifact_missing"), 0) == retry.End("error", None)
-    assert retry.decide(f, failure("prompt_too_long", retryable=False), 0) == retry.End("context_exhausted")
+    # prompt_too_long: undecided when it happens (compaction first), context_exhausted from the log
+    assert retry.decide(f, failure("prompt_too_long", retryable=False), 0) == retry.Defer()
+    too_long = failure("prompt_too_long", retryable=False)
+    assert retry.decide(f, too_long, 0, recorded=True) == retry.End("context_exhausted")
     assert isinstance(retry.decide(f, failure(), 0), retry.Retry)  # failure 1 of 2
     f.turn.failures = 1
     assert retry.decide(f, failure(), 0) == retry.Fallback(SECOND)  # failure 2: fall back
