@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from helpers.host import ALICE, MALLORY, append, make_host, park_on_approval, start
+from helpers.shared import needs
 from threads_aws.host import sse
 from threads_aws.host.errors import ApiError
 
@@ -285,3 +286,48 @@ def test_a_window_carries_retry_wait_while_a_retry_waits(host):
         {"seq": 4, "type": "model_request"},
     ]
     assert sse.retry_wait(events, 2) is None and sse.retry_wait(events[:2], 2) == 5
+
+
+@needs  # the craze seed schema
+@pytest.mark.parametrize("fmt", ["craze", "ag-ui"])
+def test_format_windows_map_the_run_and_resume_by_the_mapper_s_ids(host, fmt):
+    from helpers.streams import AgUiVerifier, check_agui_event, craze_validator
+    from threads_aws.host import sse_formats
+
+    def fwindow(run, raw=None, w=NOW):
+        body = sse_formats.subscribe(
+            host, ALICE, run["thread_id"], run["run_id"], fmt=fmt, raw_cursor=raw, window=w
+        )
+        return sse.parse_messages(body)
+
+    run = start(host)
+    running = fwindow(run)
+    assert running[-1] == {"retry": "1500"}  # still running: reconnect
+    park_on_approval(host, run)
+    whole = fwindow(run)
+    assert "retry" not in whole[-1]  # parked: the end of this stream (no result message here)
+    data = [m["data"] for m in whole]
+    if fmt == "craze":
+        v = craze_validator()
+        assert all(not list(v.iter_errors(d)) for d in data)
+        assert data[0]["type"] == "turn" and any(d["type"] == "permission" for d in data)
+    else:
+        verifier = AgUiVerifier()
+        for d in data:
+            check_agui_event(d)
+            verifier.feed(d)
+    ids = [m["id"] for m in whole if "id" in m]
+    assert len(ids) == len(set(ids))
+    # resumed at each id: exactly what followed it (AG-UI re-opens the run first: its preamble)
+    for i, m in enumerate(whole):
+        if "id" not in m:
+            continue
+        rest = [x["data"] for x in fwindow(run, m["id"]) if "data" in x]
+        tail = [x["data"] for x in whole[i + 1 :]]
+        if fmt == "craze":
+            assert rest == tail
+        else:
+            assert rest[len(rest) - len(tail) :] == tail
+    # a window of one byte still carries an output with an id, and says come back at once
+    small = fwindow(run, None, sse.Window(wait_ms=0, poll_ms=50, retry_ms=1500, max_bytes=1))
+    assert small[-1] == {"retry": "0"} and "id" in small[-2]

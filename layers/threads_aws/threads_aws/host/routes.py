@@ -40,15 +40,26 @@ def _fork_points(h: Host, r: Request) -> dict[str, Any]:
 
 def _subscribe(h: Host, r: Request) -> dict[str, Any]:
     from . import sse
+    from .live import options
 
-    body = sse.subscribe(
-        h,
-        r.who(),
-        r.thread_id,
-        r.uuid_param("run_id") or "",
-        cursor=sse.resume_cursor(r.header("Last-Event-ID"), r.query.get("after_seq")),
-        window=sse.Window.from_env(remaining_ms=r.remaining_ms),
-    )
+    opts = options(r.query, r.header("Last-Event-ID"))  # an unknown format is refused first
+    window = sse.Window.from_env(remaining_ms=r.remaining_ms)
+    if opts.format != "native":
+        from . import sse_formats
+
+        run_id = r.uuid_param("run_id") or ""
+        body = sse_formats.subscribe(
+            h, r.who(), r.thread_id, run_id, fmt=opts.format, raw_cursor=opts.raw_cursor, window=window
+        )
+    else:
+        body = sse.subscribe(
+            h,
+            r.who(),
+            r.thread_id,
+            r.uuid_param("run_id") or "",
+            cursor=sse.resume_cursor(r.header("Last-Event-ID"), r.query.get("after_seq")),
+            window=window,
+        )
     return {
         "statusCode": 200,
         "headers": {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
