@@ -28,7 +28,7 @@ from typing import Any
 
 from .core.canonical import canonical_hash
 from .engine.models import ADAPTER_VERSIONS, MODEL_PARAMS, PROVIDER_ADAPTERS, known_adapters
-from .engine.retry import DEFAULTS as RETRY_DEFAULTS
+from .engine.retry_defaults import DEFAULTS as RETRY_DEFAULTS
 
 DEFAULT_FILE = Path(__file__).resolve().parent / "data" / "agents.json"
 

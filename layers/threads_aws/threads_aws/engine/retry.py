@@ -42,21 +42,7 @@ from typing import Any
 from ..core.canonical import sha256_hex
 from ..core.fold import Fold
 from . import fallback
-
-#: policy.retry when thread_started.policy has no `retry` section (the contract's ADR defaults
-#: are not in our sources; these are ours, chosen like the SDKs' own: a few quick retries, a
-#: provider's retry-after honoured up to a minute, two minutes of waiting per turn at most).
-DEFAULTS: dict[str, Any] = {
-    "base_delay_ms": 1_000,
-    "crash_resends": 1,
-    "fallback_after": 2,
-    "fallback_scope": "turn",
-    "heartbeat_ms": 20_000,
-    "max_delay_ms": 30_000,
-    "max_retries": 3,
-    "max_retry_after_ms": 60_000,
-    "max_total_wait_ms": 120_000,
-}
+from .retry_defaults import DEFAULTS  # re-exported: policy.retry's defaults
 
 #: Abandon reasons that end the turn, with the turn_completed reason, when compaction did not
 #: take them (a reactive compaction of prompt_too_long comes first: `engine.compaction`).

@@ -16,7 +16,6 @@ from ..core.ask_user import match, options_of
 from ..core.errors import LogError
 from ..core.fold import Challenge, Fold
 from ..core.lines import StoredLine
-from ..engine import fallback
 from ..store.approvals import ApprovalRow
 from ..store.records import CompanionFailed
 from ..writer import Draft, View
@@ -157,7 +156,10 @@ class Controls(Authority):
             if agent is None:
                 raise invalid("the thread's agent is not deployed on this host")
             # The model's factory (its adapter and params): the pinned primary and fallback
-            # chain, then the deployed agent's (threads pinned before the chain).
+            # chain, then the deployed agent's (threads pinned before the chain). Imported here:
+            # the engine's retry module stays off the other routes' cold start.
+            from ..engine import fallback
+
             settings = fallback.settings_for(
                 view.fold,
                 body["model"],
