@@ -20,12 +20,13 @@ from ..core.fold import Fold, Turn
 from ..writer import Draft, View
 from . import retry
 from .budgets import Budgets
+from .compaction import Compaction
 from .continuation import Continuation
 from .deltas import DeltaPublisher
 from .loop import HOST, MODEL, RECOVERY
 from .models import ModelError, ModelResult
 from .models import preflight as capability_check
-from .output import APPENDED, Output
+from .output import APPENDED, REQUEST, Output
 from .retry_turn import RetryTurn
 
 MAX_PAUSE_CONTINUATIONS = 3
@@ -54,11 +55,20 @@ def abandon_open_attempts(f: Fold, reason: str) -> list[Draft]:
     ]
 
 
-class ModelTurn(RetryTurn, Budgets, Output, Continuation):
+class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
     def next_model_step(self, view: View, turn: Turn) -> str | None:
         """Request again or complete the turn, from the latest answer. Under `stop_when_idle`
         (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`.
         A failed attempt is the retry policy's (engine.retry)."""
+        compacting = self.compaction_next(view, turn)  # compaction's answers, prompt_too_long
+        if compacting == APPENDED:
+            return None
+        if compacting == REQUEST:
+            return (
+                self.complete_turn(view, "interrupted")
+                if turn.stop_when_idle
+                else self.request(view, attempt=1)
+            )
         last = turn.last_model
         if last is not None and last["type"] == "model_attempt_abandoned":
             if turn.stop_when_idle:
@@ -122,6 +132,8 @@ class ModelTurn(RetryTurn, Budgets, Output, Continuation):
             return self.complete_turn(view, "error", retry.turn_code(refused.code))
         head = renderer.line0()
         prefix = {"bytes": len(head), "sha256": sha256_hex(head)}
+        if self.preflight(view, body):
+            return None  # compacted first, or the turn ended context_exhausted (engine.compaction)
         ref = self.ctx.artifacts.put(body, "application/x-ndjson")  # the bytes first (C2)
         self.maybe_renew(force=True)
         data = {"attempt": attempt, "declared_prefix": prefix, "request_ref": ref}
