@@ -53,7 +53,7 @@ def test_every_function_has_a_sample_event():
     assert FUNCTIONS and all((REPO / "events" / f"{n}.json").exists() for n in FUNCTIONS)
 
 
-NOT_ROUTES = ("authorizer", "run_step", "channel_inbox", "schedule_fire")
+NOT_ROUTES = ("authorizer", "run_step", "channel_inbox", "schedule_fire", "tool_example")
 
 
 @pytest.mark.parametrize("name", [n for n in FUNCTIONS if n not in NOT_ROUTES])
@@ -93,6 +93,19 @@ def test_channel_inbox_sample(env):
 def test_schedule_fire_sample(env):
     # the sample names a schedule that does not exist: nothing fires
     assert load_handler("schedule_fire")(sample("schedule_fire"), CONTEXT) == {"outcomes": []}
+
+
+def test_tool_example_sample(env, monkeypatch):
+    """The example Lambda tool with its sample payload: an answer, and the same answer again for
+    the same effect key (Powertools Idempotency), with one ledger item."""
+    table = env.resources.physical["ToolExampleTable"]
+    monkeypatch.setenv("TOOL_EXAMPLE_TABLE", table)
+    handler = load_handler("tool_example")
+    first = handler(sample("tool_example"), CONTEXT)
+    assert first["text"].startswith("Recorded lunch: 12.50")
+    assert handler(sample("tool_example"), CONTEXT) == first
+    items = env.ddb.scan(TableName=table)["Items"]
+    assert sum(i["id"]["S"].startswith("expense#") for i in items) == 1
 
 
 def test_run_step_sample(env):

@@ -190,7 +190,7 @@ std = [os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdli
 roots = [os.path.realpath(p) for p in (fn, layer) if p]
 foreign = sorted(
     name for name, mod in list(sys.modules.items())
-    if name != "__main__" and getattr(mod, "__file__", None)
+    if mod is not sys.modules["__main__"] and getattr(mod, "__file__", None)  # also its __mp_main__ alias
     and not any(os.path.realpath(mod.__file__).startswith(r + os.sep) for r in roots + std)
 )
 print(json.dumps({"foreign": foreign, "modules": len(sys.modules), "version": list(sys.version_info[:2])}))

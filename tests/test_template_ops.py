@@ -119,7 +119,7 @@ def test_alarms_on_every_function_the_dlqs_and_the_api(resources):
 
 def test_tables_are_deletion_protected(resources):
     tables = of_type(resources, "AWS::DynamoDB::Table")
-    assert set(tables) == {"EventsTable", "StateTable"}
+    assert set(tables) == {"EventsTable", "StateTable", "ToolExampleTable"}
     for t in tables.values():
         assert t["Properties"]["DeletionProtectionEnabled"] is True
         assert t["DeletionPolicy"] == "Retain"

@@ -174,6 +174,10 @@ class Agent:
     # the pinned config: when it runs is not what it is
     schedules: list[dict[str, str]] = field(default_factory=list)
     limits: dict[str, Any] = field(default_factory=dict)  # resolved policy sections (run limits)
+    # Where each non-built-in tool runs (`engine.bindings`): tool name -> {"kind": "lambda",
+    # "function", "timeout_ms"}; not model-visible, so not in the pinned ToolSpec, but covered
+    # by config_hash (a thread keeps calling the function it started with).
+    bindings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def policy(self) -> dict[str, Any]:
         """The runtime policy `thread_started` pins: permissions, `retry` (complete: the
@@ -197,8 +201,13 @@ class Agent:
         return out
 
     def resolved(self) -> dict[str, Any]:
-        """The secret-free config `config_hash` covers."""
+        """The secret-free config `config_hash` covers (composition keys only when set, so an
+        agent without them keeps its hash)."""
+        extra: dict[str, Any] = {}
+        if self.bindings:
+            extra["bindings"] = self.bindings
         return {
+            **extra,
             "adapter": self.adapter,
             "approvers": self.approvers,
             "fallback_models": self.fallback_models,
@@ -295,6 +304,16 @@ CONTEXT_DEFAULTS: dict[str, Any] = {
 #: The sentence a structured-output agent's instructions end with (native mode: the model
 #: learns the schema from its system text, whatever the provider).
 OUTPUT_INSTRUCTION = "Answer with one JSON value matching this JSON Schema, and nothing else: "
+#: Keys of an agent tool spec beyond the pinned ToolSpec: where it runs (not model-visible).
+TOOL_BINDING_KEYS = frozenset({"lambda", "timeout_ms"})
+TOOLSPEC_KEYS = frozenset(
+    {"name", "description", "input_schema", "effect_class", "dedup_window_ms", "output_schema", "ends_turn"}
+)
+EFFECT_CLASSES = frozenset({"read_only", "sandbox_local", "idempotent", "reconcilable", "unguarded"})
+_LAMBDA = re.compile(
+    r"^(arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]+)?"
+    r"|[A-Za-z][A-Za-z0-9]{0,254})$"
+)
 REQUIRED = ("model", "adapter", "instructions")
 PERMISSION_KEYS = frozenset(
     {"mode", "allow", "ask", "deny", "protected_paths", "allow_bypass", "plan_exit_mode"}
@@ -373,10 +392,7 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
             if isinstance(t, str) and t not in BUILTIN_TOOLS:
                 errs.append(f"{where}: unknown tool {t!r} (built in: {', '.join(sorted(BUILTIN_TOOLS))})")
             elif isinstance(t, dict):
-                need = {"name", "description", "input_schema", "effect_class"} - set(t)
-                if need or not _NAME.match(str(t.get("name"))):
-                    what = ", ".join(sorted(need)) or "a valid name"
-                    errs.append(f"{where}: tool spec {t.get('name')!r} needs {what}")
+                errs += _tool_errors(where, t)
             elif not isinstance(t, str | dict):
                 errs.append(f"{where}: a tool is a built-in name or a tool spec")
         perms = spec.get("permissions", {})
@@ -493,11 +509,50 @@ def _limits(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _tool_errors(where: str, t: dict[str, Any]) -> list[str]:
+    """A tool spec's problems: the ToolSpec keys (idempotent iff dedup_window_ms), and where it
+    runs (`lambda`: a function ARN or a logical id of this stack; `timeout_ms`)."""
+    errs: list[str] = []
+    need = {"name", "description", "input_schema", "effect_class"} - set(t)
+    if need or not _NAME.match(str(t.get("name"))):
+        what = ", ".join(sorted(need)) or "a valid name"
+        return [f"{where}: tool spec {t.get('name')!r} needs {what}"]
+    tw = f"{where}: tool {t['name']!r}"
+    unknown = sorted(set(t) - TOOLSPEC_KEYS - TOOL_BINDING_KEYS)
+    errs += [f"{tw}: unknown key {k!r}" for k in unknown]
+    if t["effect_class"] not in EFFECT_CLASSES:
+        errs.append(f"{tw}: effect_class must be one of {', '.join(sorted(EFFECT_CLASSES))}")
+    window = t.get("dedup_window_ms")
+    if (t["effect_class"] == "idempotent") != (isinstance(window, int) and window > 0):
+        errs.append(f"{tw}: dedup_window_ms (a positive integer) is required iff idempotent")
+    if not isinstance(t["input_schema"], dict):
+        errs.append(f"{tw}: input_schema must be an object")
+    if "lambda" in t and not (isinstance(t["lambda"], str) and _LAMBDA.match(t["lambda"])):
+        errs.append(f"{tw}: lambda must be a function ARN or a logical id of this stack")
+    if "timeout_ms" in t and not (isinstance(t["timeout_ms"], int) and 1000 <= t["timeout_ms"] <= 900_000):
+        errs.append(f"{tw}: timeout_ms must be an integer in 1000..900000")
+    if "timeout_ms" in t and "lambda" not in t:
+        errs.append(f"{tw}: timeout_ms is for a lambda tool")
+    return errs
+
+
+def _binding(t: dict[str, Any]) -> dict[str, Any] | None:
+    if "lambda" in t:
+        return {"function": t["lambda"], "kind": "lambda", "timeout_ms": t.get("timeout_ms", 60_000)}
+    return None
+
+
 def _agent(name: str, raw: dict[str, Any]) -> Agent:
     tools = []
+    bindings: dict[str, dict[str, Any]] = {}
     for t in raw.get("tools", []):
-        spec = BUILTIN_TOOLS[t] if isinstance(t, str) else t
-        tools.append(spec)
+        if isinstance(t, str):
+            tools.append(BUILTIN_TOOLS[t])
+            continue
+        tools.append({k: v for k, v in t.items() if k in TOOLSPEC_KEYS})
+        binding = _binding(t)
+        if binding is not None:
+            bindings[t["name"]] = binding
     adapter = {"settings": {}, **raw["adapter"]}
     limits = _limits(raw.get("policy", {}))
     instructions = raw["instructions"]
@@ -518,6 +573,7 @@ def _agent(name: str, raw: dict[str, Any]) -> Agent:
         fallback_models=raw.get("fallback_models", []),
         schedules=raw.get("schedules", []),
         limits=limits,
+        bindings=bindings,
     )
 
 

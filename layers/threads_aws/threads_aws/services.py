@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .engine.step import EngineContext
     from .host.keys import ApiKeys
     from .host.service import Host
+    from .store.functions import Functions
     from .store.inbox_queue import InboxQueue
     from .store.protocol import Stores
     from .store.run_steps import RunStepQueue
@@ -65,7 +66,7 @@ class Services:
     def from_env(cls, environ: Mapping[str, str] | None = None, *, session: Any = None) -> Services:
         return cls(ResourceNames.from_env(environ), session=session)
 
-    def _client(self, service: str) -> Any:
+    def _client(self, service: str, config: Any = None) -> Any:
         if service in self._clients:
             return self._clients[service]
         # A boto3 Session is not thread-safe; clients are. Create them one at a time.
@@ -74,7 +75,7 @@ class Services:
                 import boto3
 
                 self._session = boto3.session.Session()
-            return self._session.client(service)
+            return self._session.client(service, config=config)
 
     def _once(self, name: str, make: Callable[[], T]) -> T:
         with self._lock:
@@ -132,6 +133,22 @@ class Services:
         )
 
     @property
+    def functions(self) -> Functions:
+        """Lambda tools' invoker: a client per read timeout, never retrying by itself
+        (`store.functions`); logical ids of this stack from TOOL_FUNCTIONS."""
+        import os
+
+        from .store.functions import Functions, client_config, function_names
+
+        return self._once(
+            "functions",
+            lambda: Functions(
+                lambda timeout_s: self._client("lambda", client_config(timeout_s)),
+                function_names(os.environ),
+            ),
+        )
+
+    @property
     def agents(self) -> Mapping[str, Agent]:
         def load() -> Mapping[str, Agent]:
             from .agents import load_agents
@@ -166,7 +183,13 @@ class Services:
                 steps=self.steps,
                 agents=dict(self.agents),
                 clock=self.clock,
-                **{"inbox_queue": self.inbox_queue, "timer": self.timer, **overrides},
+                **{
+                    "inbox_queue": self.inbox_queue,
+                    "timer": self.timer,
+                    "functions": self.functions,
+                    "lease_ttl_ms": _lease_ttl_ms(),
+                    **overrides,
+                },
             )
 
         return make() if overrides else self._once("engine", make)
@@ -175,6 +198,19 @@ class Services:
         from .host.keys import ApiKeys
 
         return self._once("api_keys", lambda: ApiKeys(self.stores.api_keys, clock=self.clock))
+
+
+def _lease_ttl_ms() -> int:
+    """RUN_STEP_LEASE_TTL_MS: the worker's branch lease (default 60 s; the local host's crash
+    tests shorten it so a dead worker's lease lapses quickly)."""
+    import os
+
+    from .engine.context import LEASE_TTL_MS
+
+    try:
+        return max(1000, int(os.environ.get("RUN_STEP_LEASE_TTL_MS") or LEASE_TTL_MS))
+    except ValueError:
+        return LEASE_TTL_MS
 
 
 _lock = threading.Lock()

@@ -18,12 +18,14 @@ from ..core.fold import Call
 from ..store.approvals import ApprovalRow
 from ..store.questions import QuestionRow
 from ..writer import Draft, View
+from .bindings import executor_for
 from .effects import Effects
 from .loop import HOST, RECOVERY, TOOL, result
 from .permissions import Decision, PermissionEngine, category_of, suggested_rules
 from .tools import Executor, ToolContext, ToolOutput
 
 APPROVAL_TTL_MS = 24 * 3_600_000
+MAX_DEDUP_RESENDS = 3  # re-sends inside a dedup window after unknown outcomes; then a human decides
 QUESTION_TTL_MS = 24 * 3_600_000
 
 
@@ -33,10 +35,10 @@ class Calls(Effects):
         entry = f.effects.get(call.effect_key)
         if entry is not None:
             if entry["status"] == "unknown":
-                if self.dedup_covers(f, call):
+                if self.dedup_covers(f, call) and call.attempt < MAX_DEDUP_RESENDS:
                     data = {"by": "provider_dedup", "call_id": call.call_id, "outcome": "safe_to_retry"}
                     self.append(view, [Draft("effect_resolved", data, RECOVERY)])
-                else:
+                elif not self.reconcile_tool(view, call, executor_for(self.ctx, f, call.name)):
                     self.append(view, [self.park_effect(call)])
                 return None
             settled = self.settled_result(f, call)
@@ -77,7 +79,7 @@ class Calls(Effects):
         f = view.fold
         spec = f.tools.get(name)
         mode = f.mode
-        if spec is None or (name != "ask_user" and name not in self.ctx.tools):
+        if spec is None or (name != "ask_user" and executor_for(self.ctx, f, name) is None):
             return Decision("deny", "default", None, mode)
         schema = spec.get("input_schema")
         from ..core.output_schema import validates  # compiled lazily: keeps the worker's cold start small
@@ -151,7 +153,7 @@ class Calls(Effects):
     def dispatch(self, view: View, call: Call, *, attempt: int) -> str | None:
         if call.name == "ask_user":
             return self.ask_user(view, call)
-        executor = self.ctx.tools.get(call.name)
+        executor = executor_for(self.ctx, view.fold, call.name)
         if executor is None:
             self.append(
                 view, [result(call.call_id, f"Tool {call.name} is not available.", "not_executed", True)]

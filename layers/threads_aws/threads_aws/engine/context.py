@@ -10,6 +10,7 @@ from typing import Any
 
 from ..core import render
 from ..sandbox.provider import S3WorkspaceProvider
+from ..store.functions import Functions
 from ..store.protocol import Artifacts, EventLog, StepQueue, StepTimer, Stores
 from ..store.records import wall_ms
 from ..writer import View, Writer
@@ -41,7 +42,8 @@ class _Rendered:
 @dataclass
 class EngineContext:
     """The writer, the stores, the run-step queue (to re-enqueue a step that runs out of time),
-    the step timer (a retry's wake-up), the deployed agents, the model resolver and the tool executors."""
+    the step timer (a retry's wake-up), the deployed agents, the model resolver, the built-in tool
+    executors and the Lambda tools' invoker."""
 
     writer: Writer
     stores: Stores
@@ -52,6 +54,7 @@ class EngineContext:
     clock: Callable[[], int] = wall_ms
     tools: dict[str, Executor] = field(default_factory=lambda: {**BUILTIN_EXECUTORS, **WORKSPACE_EXECUTORS})
     inbox_queue: Any = None  # channels: wakes a thread whose inbox items waited on this branch
+    functions: Functions | None = None  # Lambda tools (`store.functions`; engine.bindings)
     lease_ttl_ms: int = LEASE_TTL_MS
     margin_ms: int = DEADLINE_MARGIN_MS
     _sandbox: S3WorkspaceProvider | None = None

@@ -19,9 +19,10 @@ from ..core.canonical import canonical_bytes
 from ..core.fold import Call, Fold
 from ..writer import Draft, View
 from .loop import HOST, StepBase, result
-from .tools import Executor, ToolContext, ToolUncertain
+from .tools import Executor, ToolContext, ToolNotSent, ToolOutput, ToolUncertain
 
 DEDUP_RESOLUTIONS = frozenset({"safe_to_retry", "not_sent", "assume_not_done"})
+MAX_NOT_SENT = 3  # attempts that never reached the tool before the call closes with an error
 ASSUMED_DONE_PREVIEW = "The effect was confirmed done; its output is not available."
 
 
@@ -74,6 +75,9 @@ class Effects(StepBase):
             return
         try:
             out = executor(call.input, tc)
+        except ToolNotSent as exc:
+            self.record_not_sent(call, tc.attempt, exc)
+            return
         except ToolUncertain as exc:
             reason = exc.reason if exc.reason in ("timeout", "transport_error") else "transport_error"
             self.record_unknown(call, reason)
@@ -109,13 +113,58 @@ class Effects(StepBase):
             return True
         return self.ctx.writer.load(self.branch_id, record=rec).fold.last_cancel_seq < begin_seq
 
-    def record_unknown(self, call: Call, reason: str) -> None:
-        self.append_sticky(
-            lambda v: [
-                Draft("effect_unknown", {"call_id": call.call_id, "reason": reason}, HOST),
-                self.park_effect(call),
-            ]
+    def record_not_sent(self, call: Call, attempt: int, exc: ToolNotSent) -> None:
+        """The request never reached the tool: settled `not_sent` (by the adapter). The next
+        decision re-sends under the same key (attempt+1), unless it can't work or the attempts
+        ran out: then the call closes with an error result (nothing ran)."""
+        data = {"by": "adapter", "call_id": call.call_id, "outcome": "not_sent"}
+        drafts = [Draft("effect_resolved", data, HOST)]
+        if not exc.retryable or attempt >= MAX_NOT_SENT:
+            text = f"Not executed: the tool could not be reached ({exc.reason})."
+            drafts.append(result(call.call_id, text, "not_executed", True))
+        self.append_sticky(lambda v: drafts)
+
+    def reconcile_tool(self, view: View, call: Call, executor: Executor | None) -> bool:
+        """An unknown effect of a `reconcilable` tool: look its outcome up with finality. Found:
+        `confirmed_success` (by reconcile, its result stored as the settlement); not found:
+        `safe_to_retry` (by reconcile; it never ran). False when there is no lookup, or it
+        could not tell (the effect parks)."""
+        lookup = getattr(executor, "reconcile", None)
+        if call.effect_class != "reconcilable" or lookup is None:
+            return False
+        rec = view.record
+        tc = ToolContext(
+            tenant=rec.tenant,
+            thread_id=rec.thread_id,
+            branch_id=self.branch_id,
+            call_id=call.call_id,
+            effect_key=call.effect_key,
+            attempt=call.attempt,
+            clock=self.ctx.clock,
+            stores=self.ctx.stores,
         )
+        try:
+            found: ToolOutput | None = lookup(call.input, tc)
+        except Exception:  # noqa: BLE001 - no finality: a human decides
+            return False
+        data: dict[str, object] = {"by": "reconcile", "call_id": call.call_id}
+        if found is None:
+            data["outcome"] = "safe_to_retry"
+        else:
+            body = canonical_bytes({"is_error": found.is_error, "text": found.text})
+            ref = self.ctx.artifacts.put(body, "application/json")
+            data.update(outcome="confirmed_success", result_ref=ref)
+        self.append_sticky(lambda v: [Draft("effect_resolved", data, HOST)])
+        return True
+
+    def record_unknown(self, call: Call, reason: str) -> None:
+        """An unknown outcome. An unguarded (or sandbox_local) effect parks for a human at once;
+        an idempotent or reconcilable one is settled by the next decision (a re-send inside the
+        dedup window, a lookup), which parks only when that can't settle it."""
+        drafts = [Draft("effect_unknown", {"call_id": call.call_id, "reason": reason}, HOST)]
+        if call.effect_class not in ("idempotent", "reconcilable"):
+            drafts.append(self.park_effect(call))
+        self.append_sticky(lambda v: drafts)
 
 
 def _read_result(body: bytes) -> tuple[str, bool]:

@@ -209,6 +209,10 @@ class DemoModel:
     - `write <path>: <text>` → `write_file {path, content}` (a workspace write, an effect);
     - `read <path>` → `read_file {path}`; `ls` → `list_files {}` (read-only);
     - `exec: <command>` → `exec {command}` (the sandbox over the workspace; asks by default);
+    - `lambda: <tool> <json>` / `mcp: <tool> <json>` → tool_use `<tool>` with the JSON object as
+      input (a Lambda tool, an MCP server's tool: the agent's tool names);
+    - `spawn: <agent>: <task>` → tool_use `spawn_agent {agent, prompt}`;
+    - `handoff: <agent>` → tool_use `handoff {agent}`;
     - anything else → the text `You said: "<line>"`;
     - `long: <n>`, structured output, compaction, `max_tokens` and token counts:
       `engine.demo_limits`.
@@ -295,6 +299,19 @@ class DemoModel:
                 return "todo_write", {"todos": todos}
         if text.strip().lower() == "time":
             return "time", {}
+        if sep and cmd in ("lambda", "mcp") and rest:
+            name, _, raw = rest.partition(" ")
+            try:
+                args = json.loads(raw) if raw.strip() else {}
+            except ValueError:
+                return None
+            return (name, args) if isinstance(args, dict) else None
+        if sep and cmd == "spawn":
+            agent, _, task = rest.partition(":")
+            if agent.strip() and task.strip():
+                return "spawn_agent", {"agent": agent.strip(), "prompt": task.strip()}
+        if sep and cmd == "handoff" and rest:
+            return "handoff", {"agent": rest}
         return None
 
 

@@ -9,7 +9,9 @@
 
 An executor raises `ToolUncertain` when it cannot know whether its effect happened (timeout,
 transport error after sending): the worker records `effect_unknown` and parks, never an error
-result. Any other failure it reports as `ToolOutput(is_error=True)`.
+result; `ToolNotSent` when it knows the request never left (settled `not_sent`). Any other
+failure it reports as `ToolOutput(is_error=True)`. An executor may also have `reconcile(args, tc)`
+(a `reconcilable` tool): the earlier attempt's result with finality, or None if it never ran.
 """
 
 from __future__ import annotations
@@ -36,6 +38,16 @@ class ToolUncertain(Exception):
     def __init__(self, reason: str = "transport_error") -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class ToolNotSent(Exception):
+    """The request never reached the tool (no connection, or refused before it ran): the effect
+    is settled `not_sent` and may be sent again under the same key (`retryable`)."""
+
+    def __init__(self, reason: str, *, retryable: bool = True) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
 
 
 @dataclass(frozen=True)

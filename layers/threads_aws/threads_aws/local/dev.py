@@ -71,6 +71,7 @@ class DevServer:
     template: Template | None = None
     handlers: Handlers | None = None
     gateway: Gateway | None = None
+    lambda_api: Any = None  # local.lambda_invoke.LocalLambda: the template's tool functions
     pollers: list[Poller] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -132,9 +133,10 @@ class DevServer:
         self.env = {**aws_env, **env}
         self._set_env(env, unset=() if self.dev_tokens else ("THREADS_DEV_TOKENS",))
 
+        self.handlers = Handlers(self.template.functions, region=REGION)
+        self._start_lambda_api()
         for path in self.preload:  # after the environment is set, before any handler loads
             runpy.run_path(path, run_name="__threads_preload__")
-        self.handlers = Handlers(self.template.functions, region=REGION)
         for lid in self.template.functions:  # import now: errors show at start, requests are fast
             try:
                 self.handlers.handler(lid)
@@ -159,6 +161,16 @@ class DevServer:
             from ..schedules.ticker import start as start_ticker
 
             self._ticker = start_ticker(services.current())[1]
+
+    def _start_lambda_api(self) -> None:
+        """The Lambda Invoke API over the template's functions (tools as Lambda functions):
+        the worker's boto3 client reaches it through AWS_ENDPOINT_URL_LAMBDA."""
+        from .lambda_invoke import LocalLambda
+
+        assert self.handlers is not None
+        self.lambda_api = LocalLambda(self.handlers, host="127.0.0.1").start()
+        self.env["AWS_ENDPOINT_URL_LAMBDA"] = self.lambda_api.url
+        self._set_env({"AWS_ENDPOINT_URL_LAMBDA": self.lambda_api.url})
 
     def _start_moto(self, threaded_server: Any) -> None:
         if self.state_dir is None:
@@ -199,6 +211,9 @@ class DevServer:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        if self.lambda_api is not None:
+            self.lambda_api.stop()
+            self.lambda_api = None
         if self.moto is not None:
             self.moto.stop()
             self.moto = None

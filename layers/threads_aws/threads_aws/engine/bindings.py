@@ -1,0 +1,39 @@
+"""Which executor runs a call: a built-in tool (`ctx.tools`), or a tool the pinned agent binds
+(`Agent.bindings`: a Lambda function; an MCP server's tool; `spawn_agent` / `handoff`).
+
+The binding comes from the deployed agent whose `config_hash` equals the thread's pinned one
+(`thread_started`), so a thread never calls a function its agent didn't name when it started; a
+redeployed agent with another hash leaves its old threads' bound tools unavailable (their calls
+close `not_executed`) rather than calling something else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.fold import Fold
+from .context import EngineContext
+from .tools import Executor
+
+
+def pinned_agent(ctx: EngineContext, fold: Fold) -> Any:
+    started = fold.started or {}
+    agent = (ctx.agents or {}).get(started.get("agent_name", ""))
+    if agent is None or agent.config_hash != started.get("config_hash"):
+        return None
+    return agent
+
+
+def executor_for(ctx: EngineContext, fold: Fold, name: str) -> Executor | None:
+    builtin = ctx.tools.get(name)
+    if builtin is not None:
+        return builtin
+    agent = pinned_agent(ctx, fold)
+    binding = (agent.bindings if agent is not None else {}).get(name)
+    if binding is None:
+        return None
+    if binding["kind"] == "lambda" and ctx.functions is not None:
+        from .lambda_tools import LambdaTool
+
+        return LambdaTool(ctx.functions, name, binding["function"], int(binding["timeout_ms"]))
+    return None
