@@ -196,6 +196,13 @@ def test_failures_are_the_route_s_json_errors(app, host):
     assert got.status == 404
     got = call(app, events_path(run), query="format=xml")
     assert got.status == 404 and "format" in got.json()["error"]["message"]
+    for bad in ("x", "-1", "1.5", "9" * 17, "9007199254740992", "²"):
+        got = call(app, events_path(run), query=f"after_seq={bad}")  # the contract's Int
+        assert got.status == 404 and "after_seq" in got.json()["error"]["message"], bad
+    got = call(app, events_path(run), query="format=craze&after_seq=3.1")  # a mapper id
+    assert got.status == 200
+    got = call(app, events_path(run), headers={"Last-Event-ID": "junk"})  # a header stays lenient
+    assert got.status == 200
     assert call(app, "/").status == 404  # the adapter's readiness check: answered at once
 
 

@@ -36,6 +36,7 @@ the result only when the run ends; without it a park is the result, as the contr
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -46,7 +47,7 @@ import orjson
 
 from ..core.projections import run_outcome
 from .principal import Principal
-from .sse import _run_events, event_message, result_message, resume_cursor
+from .sse import MAX_INT, _run_events, event_message, result_message, resume_cursor
 
 FORMATS = ("native", "craze", "ag-ui")
 HEARTBEAT = b": ping\n\n"
@@ -106,7 +107,13 @@ def options(query: Mapping[str, str], last_event_id: str | None) -> Options:
     fmt = query.get("format", "native")
     if fmt not in FORMATS:
         raise invalid(f"query parameter format must be one of {', '.join(FORMATS)}")
-    raw = last_event_id if last_event_id is not None else query.get("after_seq")
+    after_seq = query.get("after_seq")
+    if after_seq is not None and not _after_seq_ok(after_seq, fmt):
+        # The query parameter is the contract's Int (a mapper id "<seq>.<k>" for craze/ag-ui):
+        # a malformed one is refused (not_found on this route), not read as "from the start".
+        # Last-Event-ID stays lenient: a browser sends back whatever id it last saw.
+        raise invalid("query parameter after_seq must be an integer in 0..2^53-1")
+    raw = last_event_id if last_event_id is not None else after_seq
     seq_part = raw.split(".", 1)[0] if raw is not None and fmt != "native" else raw
     return Options(
         cursor=resume_cursor(seq_part, None),
@@ -115,6 +122,15 @@ def options(query: Mapping[str, str], last_event_id: str | None) -> Options:
         thinking=query.get("thinking") in ("true", "1"),
         through_parks=query.get("through_parks") in ("true", "1"),
     )
+
+
+_MAPPER_ID = re.compile(r"[0-9]{1,16}(\.[0-9]{1,6})?")
+
+
+def _after_seq_ok(raw: str, fmt: str) -> bool:
+    if fmt != "native":
+        return _MAPPER_ID.fullmatch(raw) is not None and int(raw.split(".", 1)[0]) <= MAX_INT
+    return raw.isascii() and raw.isdigit() and len(raw) <= 16 and int(raw) <= MAX_INT
 
 
 class Subscription:
