@@ -12,7 +12,8 @@ Usage: python benchmarks/channel_ack.py [--posts N]
 2. Calls: the same path in one process on moto with a botocore `before-call` counter on every
    client: the webhook (verify, route, inbox transaction, wake-up), the consumer (delivery under
    the lease), and the run step (the demo model's turn, then the reply as an effect). Prints the
-   calls per stage by service.operation.
+   calls per stage by service.operation; and one schedule occurrence fired (reserve, decide
+   under the writer, wake the branch) and the same occurrence again (an EventBridge retry).
 """
 
 from __future__ import annotations
@@ -66,11 +67,14 @@ def pct(xs: list[float], p: float) -> float:
 
 
 def latency(posts: int) -> None:
+    from threads_aws.engine import replies
     from threads_aws.local.dev import DevServer
 
     tmp = Path(tempfile.mkdtemp(prefix="channel-ack-"))
     slack = FakeSlack(tokens=["xoxb-bench"]).start()
     env = {"CHANNELS_FILE": str(channels_file(tmp)), "SLACK_API_URL": slack.url}
+    os.environ.update(env)
+    replies.forget_senders()  # the calls stage's senders point at its own (stopped) fake
     dev = DevServer(port=0, extra_env=env, state_dir=None)
     dev.start()
     try:
@@ -188,6 +192,7 @@ def calls() -> None:
             "webhook, redelivery (no new row)",
             lambda: post(signed("again", "1790000001.000100", "EvC2", thread_ts=root)),
         )
+        schedule_fire(svc, stage, row)
         stage(
             "webhook, forged (401)",
             lambda: post(
@@ -198,6 +203,27 @@ def calls() -> None:
             ),
         )
     slack.stop()
+
+
+def schedule_fire(svc: Any, stage: Any, row: Any) -> None:
+    """One occurrence of a thread schedule: reserve, decide under the writer (schedule_fired +
+    user_input in one transaction), wake the branch; then the same occurrence again (an
+    EventBridge retry), which the reservation turns away."""
+    from threads_aws.engine.step import advance
+    from threads_aws.host.principal import Principal
+    from threads_aws.schedules.service import ScheduleService
+
+    # the thread's last message opened a turn: run it first, or the occurrence is an overlap
+    advance(svc.engine(), row.branch_id, holder_id="b", deadline_ms=svc.clock() + 300_000)
+
+    who = Principal(issuer=f"slack:{TEAM}", tenant="bench", subject="U1")
+    sched = ScheduleService.of(svc)
+    made = sched.create(svc.host(), who, row.thread_id, {"cron": "*/5 * * * *", "input": "tick"})
+    at = (svc.clock() // 300_000) * 300_000
+    sid = made["schedule_id"]
+    outcomes = stage("schedule fire", lambda: sched.fire(sid, "bench", at))
+    again = stage("schedule fire, same occurrence again", lambda: sched.fire(sid, "bench", at))
+    print(f"      (outcomes: {outcomes}, then {again})")
 
 
 def main(argv: list[str]) -> int:

@@ -226,8 +226,11 @@ def test_approval_posted_with_buttons_granted_by_an_approver_only(dev, fakes):
 def test_forged_signature_is_401(dev):
     good = slack_message("hello", "1790000200.000100", "EvF1")
     forged = fs.Signed(body=good.body, headers={**good.headers, "X-Slack-Signature": "v0=" + "1" * 64})
+    before = inbox_rows(dev)
     status, body = send(dev, "/channels/slack/events", forged)
     assert status == 401 and json.loads(body)["error"]["code"] == "unverified"
+    after = inbox_rows(dev)  # nothing stored: no inbox row (and so no thread route) for it
+    assert len(after) == len(before) and all(r.item_key != "C1:1790000200.000100" for r in after)
 
 
 def test_whatsapp_get_challenge(dev):

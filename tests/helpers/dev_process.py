@@ -118,8 +118,9 @@ def dev_process(
         store = next(line for line in lines if line.startswith("store: "))
         store_env = dict(w.split("=", 1) for w in store.split()[1:] if "=" in w)
         yield DevProcess(first.split(" ", 1)[1], store_env, proc, log_path)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        if proc.poll() is None:  # a crash test may have killed it (kill -9) on purpose
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -91,6 +91,7 @@ def accept(
 
     def rows() -> list[InboxRow]:
         out = []
+        batch_id = new_uuid7()
         for key, members in groups.items():
             route = routes[key]
             for i, inst, item in members:
@@ -107,7 +108,7 @@ def accept(
                         branch_id=route.branch_id,
                         item=item.as_dict(),
                         received_at=now_ms,
-                        order=order_key(now_ms, i, inbox_id),
+                        order=order_key(now_ms, batch_id, i),
                     )
                 )
         return sorted(out, key=lambda r: r.order)

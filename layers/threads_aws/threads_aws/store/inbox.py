@@ -9,7 +9,9 @@ inbox order) and, once consumed, consumed_seq (N: the seq of its `channel_delive
 event; 0 when a final refusal consumed it with nothing appended) and consumed_at.
 
 Pending index: an unconsumed row carries gsi1pk ``INBOXQ#<thread_id>``, gsi1sk = ``order``
-(``<received_at:016d>#<batch index:04d>#<inbox_id>``): a thread's pending items in inbox order.
+(``<received_at:016d>#<batch_id>#<batch index:04d>``): a thread's pending items in inbox order.
+The batch id (a UUIDv7, increasing within a process) keeps two batches received in the same
+millisecond apart, each in its own item order (an index before the batch would interleave them).
 Consuming REMOVEs both, so the index holds only what is still to apply and never grows with a
 thread's history.
 
@@ -115,8 +117,8 @@ class InboxRow:
         )
 
 
-def order_key(received_at: int, index: int, inbox_id: str) -> str:
-    return f"{received_at:016d}#{index:04d}#{inbox_id}"
+def order_key(received_at: int, batch_id: str, index: int) -> str:
+    return f"{received_at:016d}#{batch_id}#{index:04d}"
 
 
 class Inbox:
