@@ -53,7 +53,7 @@ def test_every_function_has_a_sample_event():
     assert FUNCTIONS and all((REPO / "events" / f"{n}.json").exists() for n in FUNCTIONS)
 
 
-NOT_ROUTES = ("authorizer", "run_step", "channel_inbox", "schedule_fire", "tool_example")
+NOT_ROUTES = ("authorizer", "run_step", "channel_inbox", "schedule_fire", "tool_example", "sandbox_exec")
 
 
 @pytest.mark.parametrize("name", [n for n in FUNCTIONS if n not in NOT_ROUTES])
@@ -106,6 +106,17 @@ def test_tool_example_sample(env, monkeypatch):
     assert handler(sample("tool_example"), CONTEXT) == first
     items = env.ddb.scan(TableName=table)["Items"]
     assert sum(i["id"]["S"].startswith("expense#") for i in items) == 1
+
+
+def test_sandbox_exec_sample():
+    """The exec sandbox with its sample payload: the command reads the given file, and the file
+    it writes comes back as changed (nothing of it stays in /tmp)."""
+    import base64
+
+    out = load_handler("sandbox_exec")(sample("sandbox_exec"), CONTEXT)
+    assert (out["exit_code"], out["timed_out"], out["stdout"]) == (0, False, "buy milk\n")
+    assert [(c["path"], base64.b64decode(c["data_b64"])) for c in out["changed"]] == [("out.txt", b"done\n")]
+    assert out["deleted"] == []
 
 
 def test_run_step_sample(env):
