@@ -78,13 +78,20 @@ def test_a_body_over_lambdas_invoke_limit_never_reaches_the_function(gw: Gateway
     error_body_validator().validate(body)
 
 
-@pytest.mark.parametrize(
-    ("method", "path"),
-    [("GET", "/v1/nowhere"), ("GET", "/"), ("DELETE", "/v1/runs"), ("PUT", "/v1/threads/x/timeline")],
-)
+@pytest.mark.parametrize(("method", "path"), [("GET", "/v1/nowhere"), ("GET", "/"), ("POST", "/v2/runs")])
 @pytest.mark.parametrize("token", ["dev:api:acme:alice", None])
 def test_no_route_is_404_not_found_whatever_the_token(
     gw: Gateway, method: str, path: str, token: str | None
 ) -> None:
     status, body, _ = _call(gw, method, path, token=token)
     assert (status, body["error"]["code"]) == (404, "not_found"), body
+
+
+@pytest.mark.parametrize(("method", "path"), [("DELETE", "/v1/runs"), ("PUT", "/v1/threads/x/timeline")])
+def test_an_undeclared_method_on_a_v1_path_is_behind_the_authorizer(
+    gw: Gateway, method: str, path: str
+) -> None:
+    # Every /v1 path has an ANY route (its 405, test_host_handlers): without a token the
+    # gateway's authorizer answers first, in the contract's ErrorBody.
+    status, body, _ = _call(gw, method, path, token=None)
+    assert (status, body["error"]["code"]) == (401, "unauthenticated"), body
