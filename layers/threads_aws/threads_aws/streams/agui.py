@@ -41,44 +41,14 @@ cursor.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from . import agui_wire as w
 from . import tools as t
+from .event_data import as_list, engine_rules, input_text, obj, summary
 from .frames import JsonObj, Mapper, Out, rfc3339
 from .text import Deltas, remainders
-
-ERROR_CODES = frozenset(
-    {
-        "max_output",
-        "max_turns",
-        "context_exhausted",
-        "model_unavailable",
-        "output_invalid",
-        "input_denied",
-        "stop_hook_limit",
-    }
-)
-OPENERS = {
-    "TEXT_MESSAGE_START": "text",
-    "TOOL_CALL_START": "tool",
-    "REASONING_START": "reasoning",
-    "REASONING_MESSAGE_START": "reasoning_message",
-}
-CLOSERS = {
-    "TEXT_MESSAGE_END": "text",
-    "TOOL_CALL_END": "tool",
-    "REASONING_END": "reasoning",
-    "REASONING_MESSAGE_END": "reasoning_message",
-}
-USAGE_KEYS = (
-    ("inputTokens", "input_tokens"),
-    ("outputTokens", "output_tokens"),
-    ("reasoningTokens", "reasoning_tokens"),
-    ("cachedInputTokens", "cache_read_tokens"),
-    ("cacheWriteInputTokens", "cache_write_tokens"),
-)
 
 
 class AgUiMapper(Mapper):
@@ -139,7 +109,7 @@ class AgUiMapper(Mapper):
     def _start(self, run_id: str, input: JsonObj) -> None:
         self.ag_run = {"threadId": self.thread_id, "runId": run_id}
         self._out("RUN_STARTED", **self.ag_run, input={k: v for k, v in input.items() if v is not None})
-        self._out("STATE_SNAPSHOT", snapshot=_copy(self.state))
+        self._out("STATE_SNAPSHOT", snapshot=w.copy(self.state))
 
     def _finish(self, type: str, **fields: Any) -> None:
         assert self.ag_run is not None
@@ -147,21 +117,12 @@ class AgUiMapper(Mapper):
         if self.step is not None:
             self._out("STEP_FINISHED", stepName=self.step)
             self.step = None
-        usage = self._usage_list()
+        usage, self.usage = w.usage_list(self.usage), {}
         if type == "RUN_ERROR":
             self._out("RUN_ERROR", usage=usage, **fields)
         else:
             self._out("RUN_FINISHED", **self.ag_run, usage=usage, **fields)
         self.ag_run = None
-
-    def _usage_list(self) -> list[JsonObj] | None:
-        if not self.usage:
-            return None
-        u = dict(self.usage)
-        if "inputTokens" in u or "outputTokens" in u:
-            u["totalTokens"] = u.get("inputTokens", 0) + u.get("outputTokens", 0)
-        self.usage = {}
-        return [u]
 
     def _close_live(self, *, stable: bool, rid: str | None = None) -> None:
         for mid in sorted(m for m in self.open_reasoning if rid is None or m == f"{rid}:reasoning"):
@@ -175,7 +136,7 @@ class AgUiMapper(Mapper):
     # ------------------------------------------------------------------ inputs
     def _on_event(self, ev: Mapping[str, Any]) -> None:
         typ = str(ev.get("type"))
-        data = _obj(ev.get("data"))
+        data = obj(ev.get("data"))
         self._ts = ev.get("time") if isinstance(ev.get("time"), int) else None
         self.thread_id = str(ev.get("thread_id", self.thread_id))
         handler = getattr(self, "_ev_" + typ, None)
@@ -217,40 +178,14 @@ class AgUiMapper(Mapper):
         if outcome.get("status") == "cancelled":
             self._finish("RUN_FINISHED", outcome={"type": "cancelled"})
         else:
-            err = _obj(outcome.get("error"))
+            err = obj(outcome.get("error"))
             code = str(err.get("code", outcome.get("status")))
             self._finish("RUN_ERROR", message=str(err.get("message", code)), code=code)
 
     def preamble(self, seen: list[Out]) -> list[Out]:
         """Reopen, for a new connection, what the outputs the client already has left open: the
         run, its step, and a message or tool call a cursor inside a group cut through."""
-        run: JsonObj | None = None
-        step: str | None = None
-        opened: dict[tuple[str, str], JsonObj] = {}  # (kind, id) → its opening event
-        for o in seen:
-            typ = str(o.data["type"])
-            if typ == "RUN_STARTED":
-                run = {"threadId": o.data["threadId"], "runId": o.data["runId"]}
-            elif typ in ("RUN_FINISHED", "RUN_ERROR"):
-                run, step, opened = None, None, {}
-            elif typ == "STEP_STARTED":
-                step = o.data["stepName"]
-            elif typ == "STEP_FINISHED":
-                step = None
-            elif typ in OPENERS:
-                opened[(OPENERS[typ], _ident(o.data))] = {k: v for k, v in o.data.items() if k != "timestamp"}
-            elif typ in CLOSERS:
-                opened.pop((CLOSERS[typ], _ident(o.data)), None)
-        if run is None:
-            return []
-        out = [
-            Out({"type": "RUN_STARTED", **run}),
-            Out({"type": "STATE_SNAPSHOT", "snapshot": _copy(self.state)}),
-        ]
-        if step is not None:
-            out.append(Out({"type": "STEP_STARTED", "stepName": step}))
-        out.extend(Out(data) for data in opened.values())
-        return out
+        return w.reopen(seen, self.state)
 
     # ------------------------------------------------------------------ run boundaries
     def _ev_user_input(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
@@ -259,92 +194,63 @@ class AgUiMapper(Mapper):
         self.run_id = str(ev.get("event_id"))
         self.suspended, self.parks, self.resume, self.cancelling = False, {}, [], False
         self.output, self.last_text, self.budget = (False, None), "", None
-        message = {"id": self.run_id, "role": "user", "content": _input_text(d)}
+        message = {"id": self.run_id, "role": "user", "content": input_text(d)}
         self._start(self.run_id, {"threadId": self.thread_id, "runId": self.run_id, "messages": [message]})
 
     def _ev_turn_completed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         if not self._active():
             return
-        reason = str(d.get("reason"))
         self.parks = {}
-        if reason == "end_turn":
-            has, value = self.output
-            self._finish("RUN_FINISHED", outcome={"type": "success"}, result=value if has else self.last_text)
-        elif reason == "cancelled":
-            self._finish("RUN_FINISHED", outcome={"type": "cancelled"})
-        elif reason == "handoff":
-            self._finish("RUN_FINISHED", outcome={"type": "success"}, result={"handed_off": True})
-        elif reason == "budget_exhausted":
-            b = self.budget or {}
-            msg = f"budget exceeded: {b.get('limit')} {b.get('observed')}/{b.get('limit_value')}"
-            self._finish("RUN_ERROR", message=msg, code="budget_exhausted")
-        else:
-            code = reason if reason in ERROR_CODES else str(d.get("code") or "model_error")
-            msg = f"turn ended: {reason}" + (f" ({d['code']})" if d.get("code") else "")
-            self._finish("RUN_ERROR", message=msg, code=code)
+        typ, fields = w.run_end(str(d.get("reason")), d, self.output, self.last_text, self.budget)
+        self._finish(typ, **fields)
         self.suspended = False
 
     def _ev_parked(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        addr = _obj(d.get("address"))
+        addr = obj(d.get("address"))
         kind, pid = str(addr.get("kind")), str(addr.get("id"))
         if not self._active():
             return
         self.parks[(kind, pid)] = self._interrupt(kind, pid, d)
 
     def _ev_resumed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        addr = _obj(d.get("address"))
+        addr = obj(d.get("address"))
         self.parks.pop((str(addr.get("kind")), str(addr.get("id"))), None)
         if not self.parks:
             self._active()
 
     def _interrupt(self, kind: str, pid: str, d: Mapping[str, Any]) -> JsonObj:
-        out: JsonObj = {"id": pid, "reason": kind}
         expires = rfc3339(d.get("expires_at"))
         if kind == "approval":
             ch = self.challenges.get(pid, {})
             call_id = str(ch.get("call_id", ""))
             name, args = self.calls.get(call_id, ("tool", {}))
-            rules = self._rules(name, args) if self._rules else _engine_rules(name, args)
-            schema = {
-                "type": "object",
-                "properties": {
-                    "decision": {"enum": ["grant", "deny"]},
-                    "remember_rule": {"enum": rules},
-                    "reason": {"type": "string"},
-                },
-                "required": ["decision"],
-            }
-            out.update(
-                message=f"Allow {t.label_of(name, args)}?", toolCallId=call_id or None, responseSchema=schema
+            rules = self._rules(name, args) if self._rules else engine_rules(name, args)
+            return w.interrupt(
+                pid,
+                kind,
+                message=f"Allow {t.label_of(name, args)}?",
+                tool_call_id=call_id or None,
+                schema=w.approval_schema(rules),
+                expires=expires or rfc3339(ch.get("expires_at")),
             )
-            expires = expires or rfc3339(ch.get("expires_at"))
-        elif kind == "input":
+        if kind == "input":
             args = self.calls.get(pid, ("ask_user", {}))[1]
-            options = [o for o in _list(args.get("options")) if isinstance(o, str)]
-            answer: JsonObj = {"type": "string", "minLength": 1}
-            if options:
-                answer = {"enum": options}
-            if args.get("multi_select"):
-                answer = {"type": "array", "items": answer, "minItems": 1}
-            schema = {"type": "object", "properties": {"answer": answer}, "required": ["answer"]}
-            out.update(message=str(args.get("question", "")) or None, toolCallId=pid, responseSchema=schema)
-        elif kind == "effect":
+            message = str(args.get("question", "")) or None
+            return w.interrupt(
+                pid, kind, message=message, tool_call_id=pid, schema=w.answer_schema(args), expires=expires
+            )
+        if kind == "effect":
             call_id = pid.rpartition(":")[2]
             name, args = self.calls.get(call_id, ("tool", {}))
-            schema = {
-                "type": "object",
-                "properties": {"resolution": {"enum": ["assume_done", "assume_not_done"]}},
-                "required": ["resolution"],
-            }
-            out.update(
-                reason="effect_unknown",
+            return w.interrupt(
+                pid,
+                "effect_unknown",
                 message=f"Did {t.label_of(name, args)} take effect?",
-                toolCallId=call_id,
-                responseSchema=schema,
+                tool_call_id=call_id,
+                schema=w.resolution_schema(),
+                expires=expires,
             )
-        if expires:
-            out["expiresAt"] = expires
-        return {k: v for k, v in out.items() if v is not None}
+        return w.interrupt(pid, kind, expires=expires)
 
     def _answered(self, interrupt_id: str, payload: JsonObj) -> None:
         self.resume = [r for r in self.resume if r["interruptId"] != interrupt_id]
@@ -395,11 +301,11 @@ class AgUiMapper(Mapper):
         shown = self.deltas.close(rid)
         if not self._active():
             return
-        content = [p for p in _list(d.get("content")) if isinstance(p, dict)]
+        content = [p for p in as_list(d.get("content")) if isinstance(p, dict)]
         if self.deltas.is_turn(rid):
             self._reasoning(
                 rid,
-                [s for p in content if p.get("type") == "reasoning" and (s := _summary(p))],
+                [s for p in content if p.get("type") == "reasoning" and (s := summary(p))],
                 shown.thinking,
             )
             texts = [str(p.get("text", "")) for p in content if p.get("type") == "text"]
@@ -415,7 +321,7 @@ class AgUiMapper(Mapper):
                     value = {"id": f"{rid}#{i}", "name": part.get("name"), "provider": part.get("provider")}
                     self._out("CUSTOM", name="threads.hosted_tool", value=value)
         self._close_live(stable=False, rid=rid)
-        self._add_usage(d.get("usage"))
+        w.add_usage(self.usage, d.get("usage"))
         if self.step is not None:
             self._out("STEP_FINISHED", stepName=self.step)
             self.step = None
@@ -464,20 +370,8 @@ class AgUiMapper(Mapper):
         args = args if isinstance(args, dict) else {}
         self.calls[call_id] = (name, args)
         self._out("TOOL_CALL_START", toolCallId=call_id, toolCallName=name, parentMessageId=rid)
-        self._out(
-            "TOOL_CALL_ARGS",
-            toolCallId=call_id,
-            delta=json.dumps(args, separators=(",", ":"), ensure_ascii=False),
-        )
+        self._out("TOOL_CALL_ARGS", toolCallId=call_id, delta=w.args_json(args))
         self._out("TOOL_CALL_END", toolCallId=call_id)
-
-    def _add_usage(self, usage: Any) -> None:
-        if not isinstance(usage, dict):
-            return
-        for key, field in USAGE_KEYS:
-            v = usage.get(field)
-            if isinstance(v, int):
-                self.usage[key] = self.usage.get(key, 0) + v
 
     def _ev_model_attempt_abandoned(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         rid = str(d.get("request_event_id"))
@@ -496,7 +390,7 @@ class AgUiMapper(Mapper):
             return
         mid = str(ev.get("event_id"))
         self._out("TEXT_MESSAGE_START", messageId=mid, role="user")
-        text = _input_text(d)
+        text = input_text(d)
         if text:
             self._out("TEXT_MESSAGE_CONTENT", messageId=mid, delta=text)
         self._out("TEXT_MESSAGE_END", messageId=mid)
@@ -508,34 +402,21 @@ class AgUiMapper(Mapper):
             self._answered(call_id, {"answer": d.get("preview", "")})
         if d.get("origin") == "deferred" or not self._active():
             return
-        self._out(
-            "TOOL_CALL_RESULT",
-            messageId=f"{call_id}:result",
-            toolCallId=call_id,
-            content=t.result_text(d),
-            role="tool",
-        )
+        self._out("TOOL_CALL_RESULT", **w.tool_result(call_id, d))
 
     def _ev_tool_result_late(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         if self._active():
-            call_id = str(d.get("call_id"))
-            self._out(
-                "TOOL_CALL_RESULT",
-                messageId=f"{call_id}:result",
-                toolCallId=call_id,
-                content=t.result_text(d),
-                role="tool",
-            )
+            self._out("TOOL_CALL_RESULT", **w.tool_result(str(d.get("call_id")), d))
 
     def _set(self, key: str, value: Any) -> None:
         self.state[key] = value
         if self._active():
-            self._out("STATE_DELTA", delta=[{"op": "add", "path": f"/{key}", "value": _copy(value)}])
+            self._out("STATE_DELTA", delta=[{"op": "add", "path": f"/{key}", "value": w.copy(value)}])
 
     def _ev_todos_updated(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         todos = [
             {k: x[k] for k in ("id", "content", "status") if k in x}
-            for x in _list(d.get("todos"))
+            for x in as_list(d.get("todos"))
             if isinstance(x, dict)
         ]
         self._set("todos", todos)
@@ -544,8 +425,8 @@ class AgUiMapper(Mapper):
         self._set("mode", d.get("to"))
 
     def _ev_settings_changed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        s = _obj(d.get("settings"))
-        model = _obj(s.get("model"))
+        s = obj(d.get("settings"))
+        model = obj(s.get("model"))
         self._set(
             "model",
             {
@@ -592,37 +473,3 @@ class AgUiMapper(Mapper):
                 name="threads.compaction_failed",
                 value={"stage": d.get("stage"), "reason": d.get("reason")},
             )
-
-
-def _engine_rules(tool: str, args: dict[str, Any]) -> list[str]:
-    from ..engine.permissions import suggested_rules  # pure (no I/O)
-
-    return suggested_rules(tool, args)
-
-
-def _ident(data: Mapping[str, Any]) -> str:
-    return str(data.get("toolCallId") or data.get("messageId"))
-
-
-def _copy(v: Any) -> Any:
-    return json.loads(json.dumps(v))
-
-
-def _summary(part: Mapping[str, Any]) -> str:
-    s = part.get("summary")
-    return s if isinstance(s, str) else ""
-
-
-def _input_text(d: Mapping[str, Any]) -> str:
-    if isinstance(d.get("text"), str):
-        return str(d["text"])
-    parts = _list(d.get("content"))
-    return "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text")
-
-
-def _obj(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
-def _list(v: Any) -> list[Any]:
-    return v if isinstance(v, list) else []

@@ -2,8 +2,8 @@
 stateful mapper (see `frames` for ordering, ids and resume).
 
 Order of a run: `turn{started, text: <prompt>}` → the session's events → the asks' endings →
-`done` or `error` → `turn{ended}`. Every output validates against the closed seed schema: keys
-in the schema's order, zero values omitted, `at` = the log event's `time` (RFC 3339, UTC).
+`done` or `error` → `turn{ended}`. The events' shapes are `craze_wire`'s (closed seed schema,
+keys in its order, zero values omitted); `at` = the log event's `time` (RFC 3339, UTC).
 
 Mapping (craze-mapping.md §3, with these choices):
 - turns: `turn-<seq of the user_input>` (stable whatever part of the log a mapper was fed),
@@ -58,65 +58,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import craze_wire as w
 from . import tools as t
+from .craze_wire import TERMINAL, craze_event
+from .event_data import as_list, engine_rules, input_text, obj, summary
 from .frames import JsonObj, Mapper, rfc3339
 from .text import Deltas, remainders
 
-ORDER = (
-    "type text mode agent tool todos permission question plan subagent subagentChange queue "
-    "queueChange queuePos command interjection foreignTurn turn ask state replay replayed "
-    "compaction cause err stopReason at"
-).split()
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
-DONE_REASONS = {
-    "end_turn": "end_turn",
-    "cancelled": "cancelled",
-    "interrupted": "cancelled",
-    "max_output": "max_tokens",
-    "max_turns": "max_turn_requests",
-    "handoff": "handoff",
-}
-ERROR_CLASSES = {
-    "context_exhausted": "context_too_large",
-    "model_unavailable": "provider",
-    "error": "provider",
-}
-SPEND_KEYS = ("input", "output", "reasoning", "cacheRead", "cacheCreation", "costPicoUsd", "unpriced")
-USAGE_KEYS = (
-    ("input", "input_tokens"),
-    ("output", "output_tokens"),
-    ("reasoning", "reasoning_tokens"),
-    ("cacheRead", "cache_read_tokens"),
-    ("cacheCreation", "cache_write_tokens"),
-)
 Rules = Callable[[str, dict[str, Any]], list[str]]
-
-
-def craze_event(type: str, **fields: Any) -> JsonObj:
-    """One craze event: `type` first, then the schema's order; zero values omitted."""
-    out: JsonObj = {"type": type}
-    for key in ORDER[1:]:
-        v = fields.get(key)
-        if v is not None and v != "" and v is not False and v != []:
-            out[key] = v
-    return out
-
-
-def _engine_rules(tool: str, args: dict[str, Any]) -> list[str]:
-    # A pure function of the engine's (no I/O): the rules an approver may remember.
-    from ..engine.permissions import suggested_rules
-
-    return suggested_rules(tool, args)
-
-
-def _zero_spend() -> JsonObj:
-    return {k: (False if k == "unpriced" else 0) for k in SPEND_KEYS}
 
 
 class CrazeMapper(Mapper):
     def __init__(self, *, suggested_rules: Rules | None = None) -> None:
         super().__init__()
-        self._rules = suggested_rules or _engine_rules
+        self._rules = suggested_rules or engine_rules
         self.turn_id: str | None = None
         self.rows: dict[str, JsonObj] = {}  # call id → its row as last published (no `at`)
         self.inputs: dict[str, tuple[str, dict[str, Any]]] = {}  # call id → (tool, args)
@@ -127,7 +82,7 @@ class CrazeMapper(Mapper):
         self.cancelling = False
         self.budget: Mapping[str, Any] | None = None
         self.http_status = 0
-        self.spend_turn, self.spend_all = _zero_spend(), _zero_spend()
+        self.spend_turn, self.spend_all = w.zero_spend(), w.zero_spend()
         self.children: dict[str, JsonObj] = {}  # child thread id → its subagent row
         self._at: str | None = None
 
@@ -148,15 +103,12 @@ class CrazeMapper(Mapper):
         if row == old:
             return  # identical re-publishes are suppressed
         self.rows[call_id] = row
-        tool = {k: row[k] for k in TOOL_ORDER if k in row}
-        if self._at:
-            tool["at"] = self._at
-        self._out("tool", tool=tool)
+        self._out("tool", tool=w.tool_row(row, self._at))
 
     # ------------------------------------------------------------------ inputs
     def _on_event(self, ev: Mapping[str, Any]) -> None:
         typ = str(ev.get("type"))
-        data = _obj(ev.get("data"))
+        data = obj(ev.get("data"))
         self._at = rfc3339(ev.get("time"))
         if self.grant is not None and not (
             typ == "permission_rule_added" and data.get("challenge_id") == self.grant[0]
@@ -184,7 +136,7 @@ class CrazeMapper(Mapper):
         if self.turn_id is None or status not in ("failed", "cancelled", "budget_exhausted"):
             return
         self._at = None
-        err = _obj(outcome.get("error"))
+        err = obj(outcome.get("error"))
         if status == "cancelled":
             self._end_turn("cancelled", None)
         else:
@@ -196,12 +148,12 @@ class CrazeMapper(Mapper):
         if self.turn_id is not None:
             self._end_turn("cancelled", None, synthetic=True)
         self.turn_id = f"turn-{ev['seq']}"
-        self.spend_turn = _zero_spend()
-        turn = {"id": self.turn_id, "phase": "started", "text": _input_text(d), "origin": "submit"}
-        self._out("turn", turn=_clean(turn))
+        self.spend_turn = w.zero_spend()
+        turn = {"id": self.turn_id, "phase": "started", "text": input_text(d), "origin": "submit"}
+        self._out("turn", turn=w.clean(turn))
 
     def _ev_steer(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        self._out("user", text=_input_text(d), interjection=True)
+        self._out("user", text=input_text(d), interjection=True)
 
     def _ev_model_request(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         rid = str(ev.get("event_id"))
@@ -216,12 +168,12 @@ class CrazeMapper(Mapper):
         shown = self.deltas.close(rid)
         if not self.deltas.is_turn(rid):
             return
-        content = [p for p in _list(d.get("content")) if isinstance(p, dict)]
+        content = [p for p in as_list(d.get("content")) if isinstance(p, dict)]
         texts = iter(
             remainders([str(p.get("text", "")) for p in content if p.get("type") == "text"], shown.text)
         )
         thoughts = iter(
-            remainders([_summary(p) for p in content if p.get("type") == "reasoning"], shown.thinking)
+            remainders([summary(p) for p in content if p.get("type") == "reasoning"], shown.thinking)
         )
         for i, part in enumerate(content):
             kind = part.get("type")
@@ -231,7 +183,7 @@ class CrazeMapper(Mapper):
                     self._out("text", text=rest)
             elif kind == "reasoning":
                 rest = next(thoughts)
-                if _summary(part):
+                if summary(part):
                     self._out("thought", text=rest)
             elif kind == "tool_use":
                 self._tool_use(str(part.get("call_id")), str(part.get("name")), part.get("input") or {})
@@ -252,36 +204,15 @@ class CrazeMapper(Mapper):
         if not isinstance(usage, dict):
             return
         for spend in (self.spend_turn, self.spend_all):
-            for key, field in USAGE_KEYS:
-                v = usage.get(field)
-                if isinstance(v, int):
-                    spend[key] += v
-            spend["unpriced"] = True  # a run stream carries no price table
-        ctx = sum(v for v in (usage.get("input_tokens"), usage.get("output_tokens")) if isinstance(v, int))
-        state = {
-            "usage": {
-                "contextTokens": ctx,
-                "contextWindow": 0,
-                "turn": dict(self.spend_turn),
-                "session": dict(self.spend_all),
-            }
-        }
-        self._out("meta", state=state)
+            w.add_spend(spend, usage)
+        self._out("meta", state=w.usage_state(usage, self.spend_turn, self.spend_all))
 
     def _ev_turn_completed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         reason = str(d.get("reason"))
-        if reason in DONE_REASONS:
-            self._end_turn(DONE_REASONS[reason], None)
-            return
-        cls = ERROR_CLASSES.get(reason, "other")
-        code = self.http_status if reason == "model_unavailable" else 0
-        message = f"turn ended: {reason}" + (f" ({d['code']})" if d.get("code") else "")
-        if reason == "error" and d.get("code"):
-            cls = "other"
-        if reason == "budget_exhausted" and self.budget is not None:
-            b = self.budget
-            message = f"budget exceeded: {b.get('limit')} {b.get('observed')}/{b.get('limit_value')}"
-        self._end_turn(None, {"message": message, "class": cls, "code": code})
+        if reason in w.DONE_REASONS:
+            self._end_turn(w.DONE_REASONS[reason], None)
+        else:
+            self._end_turn(None, w.turn_error(reason, d, self.http_status, self.budget))
 
     def _end_turn(self, stop: str | None, err: JsonObj | None, *, synthetic: bool = False) -> None:
         if self.turn_id is None:
@@ -304,7 +235,7 @@ class CrazeMapper(Mapper):
                 "errClass": err["class"],
                 "err": err["message"],
             }
-        self._out("turn", turn=_clean(turn))
+        self._out("turn", turn=w.clean(turn))
         self.turn_id = None
         self.cancelling = False
         self.budget = None
@@ -394,23 +325,13 @@ class CrazeMapper(Mapper):
         self._publish(call_id, status=status, output=output or None, contentText=keep)
 
     def _ev_todos_updated(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        todos = [
-            {"id": str(x.get("id")), "content": str(x.get("content")), "status": str(x.get("status"))}
-            for x in _list(d.get("todos"))
-            if isinstance(x, dict)
-        ]
-        self._out("todos", todos=todos)
+        self._out("todos", todos=w.todos(d.get("todos")))
 
     # ------------------------------------------------------------------ asks
     def _ev_approval_requested(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         cid, call_id = str(d.get("challenge_id")), str(d.get("call_id"))
         name, args = self.inputs.get(call_id, ("tool", {}))
-        options = [{"optionId": "grant", "name": "Allow", "kind": "allow_once"}]
-        for rule in self._rules(name, args):
-            options.append(
-                {"optionId": f"remember:{rule}", "name": f"Always allow {rule}", "kind": "allow_always"}
-            )
-        options.append({"optionId": "deny", "name": "Deny", "kind": "reject_once"})
+        options = w.approval_options(self._rules(name, args))
         self.options[cid] = options
         self.asks[cid] = "permission"
         self._out("permission", permission={"id": cid, "tool": t.label_of(name, args), "options": options})
@@ -446,70 +367,38 @@ class CrazeMapper(Mapper):
             self._end_ask(cid, "permission", outcome="answered", by="client", option="deny")
 
     def _ev_parked(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        addr = _obj(d.get("address"))
+        addr = obj(d.get("address"))
         ask_id = str(addr.get("id"))
         if addr.get("kind") == "input" and ask_id not in self.asks:
             self.asks[ask_id] = "question"
-            self._out("question", question=_question(ask_id, self.inputs.get(ask_id, ("ask_user", {}))[1]))
+            self._out("question", question=w.question(ask_id, self.inputs.get(ask_id, ("ask_user", {}))[1]))
         elif addr.get("kind") == "effect" and ask_id not in self.asks:
             self.asks[ask_id] = "effect"
             name, args = self.inputs.get(ask_id.rpartition(":")[2], ("tool", {}))
-            options = [
-                {"optionId": "assume_done", "name": "It took effect", "kind": "allow_once"},
-                {"optionId": "assume_not_done", "name": "It did not: run it again", "kind": "reject_once"},
-            ]
+            options = w.effect_options()
             self.options[ask_id] = options
             label = f"Did {t.label_of(name, args)} take effect?"
             self._out("permission", permission={"id": ask_id, "tool": label, "options": options})
 
     def _end_question(self, call_id: str, answer: str) -> None:
-        args = self.inputs.get(call_id, ("ask_user", {}))[1]
-        opts = [str(o) for o in _list(args.get("options")) if isinstance(o, str)]
-        folded = [o.strip().casefold() for o in opts]
-        chosen = [
-            f"o{folded.index(a.strip().casefold()) + 1}"
-            for a in answer.split("\n")
-            if a.strip().casefold() in folded
-        ]
+        chosen = w.chosen_options(self.inputs.get(call_id, ("ask_user", {}))[1], answer)
         self._end_ask(call_id, "question", outcome="answered", by="client", answers={"q1": chosen})
 
     def _end_ask(
         self, ask_id: str, kind: str, *, outcome: str, by: str, option: str | None = None, answers: Any = None
     ) -> None:
         self.asks.pop(ask_id, None)
-        ask: JsonObj = {
-            "id": ask_id,
-            "kind": "permission" if kind == "effect" else kind,
-            "outcome": outcome,
-            "by": by,
-        }
-        if option is not None:
-            ask["optionId"] = option
-        if answers is not None:
-            ask["answers"] = answers
-        if option is not None:
-            label = next((o["name"] for o in self.options.get(ask_id, []) if o["optionId"] == option), None)
-            ask["label"] = label or option
+        options = self.options.get(ask_id, [])
+        ask = w.ask(ask_id, kind, outcome=outcome, by=by, option=option, answers=answers, options=options)
         self._out("ask", ask=ask)
 
     # ------------------------------------------------------------------ state
     def _ev_settings_changed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        s = _obj(d.get("settings"))
-        model = _obj(s.get("model"))
-        params = _obj(s.get("model_params"))
-        options = [
-            {"id": k, "name": k, "current": v if isinstance(v, str) else _json(v)}
-            for k, v in sorted(params.items())
-        ]
-        state = {
-            "model": f"{model.get('provider')}/{model.get('name')}",
-            "config": {"options": options} if options else {},
-        }
-        self._out("meta", state=state)
+        self._out("meta", state=w.model_state(obj(d.get("settings"))))
 
     def _ev_mode_changed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         mode = str(d.get("to"))
-        actor = _obj(ev.get("actor"))
+        actor = obj(ev.get("actor"))
         agent_initiated = actor.get("kind") not in ("user", "approver")
         self._out("meta", mode=mode if agent_initiated else None, state={"mode": mode})
 
@@ -523,10 +412,10 @@ class CrazeMapper(Mapper):
             "subagentType": str(d.get("agent_name")),
             "status": "running",
         }
-        row.update(_clean({"startedAt": self._at, "background": background, "time": ev.get("time")}))
+        row.update(w.clean({"startedAt": self._at, "background": background, "time": ev.get("time")}))
         self.children[child] = row
-        self._out("subagent", subagent=_subagent(row), subagentChange="spawned")
-        task = _clean({"agentId": child, "subagentType": row["subagentType"], "background": background})
+        self._out("subagent", subagent=w.subagent(row), subagentChange="spawned")
+        task = w.clean({"agentId": child, "subagentType": row["subagentType"], "background": background})
         self._publish(call_id, task=task, kind="task")
 
     def _ev_agent_finished(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
@@ -536,18 +425,18 @@ class CrazeMapper(Mapper):
         row["status"] = status
         if d.get("status") == "budget_exhausted":
             row["error"] = "budget exhausted"
-        usage = _obj(d.get("usage"))
+        usage = obj(d.get("usage"))
         row["tokensUsed"] = sum(
             v for v in (usage.get("input_tokens"), usage.get("output_tokens")) if isinstance(v, int)
         )
         started, now = row.get("time"), ev.get("time")
         duration = now - started if isinstance(started, int) and isinstance(now, int) else 0
-        row.update(_clean({"endedAt": self._at, "durationMs": max(duration, 0)}))
-        self._out("subagent", subagent=_subagent(row), subagentChange="finished")
+        row.update(w.clean({"endedAt": self._at, "durationMs": max(duration, 0)}))
+        self._out("subagent", subagent=w.subagent(row), subagentChange="finished")
         call_id = row.get("toolCallId")
         if isinstance(call_id, str) and call_id in self.rows:
             task = dict(self.rows[call_id].get("task", {}))
-            task.update(_clean({"status": status, "durationMs": row.get("durationMs"), "receipt": True}))
+            task.update(w.clean({"status": status, "durationMs": row.get("durationMs"), "receipt": True}))
             self._publish(call_id, task=task)
 
     def _ev_compacted(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
@@ -558,62 +447,3 @@ class CrazeMapper(Mapper):
 
     def _ev_compaction_failed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         self._out("compaction", compaction={"phase": "ended", "err": f"{d.get('stage')}: {d.get('reason')}"})
-
-
-TOOL_ORDER = "id name status kind title toolName rawInput contentText locations output diffs task".split()
-SUBAGENT_ORDER = (
-    "id attemptId parentId toolCallId description subagentType model status error prompt output "
-    "activity startedAt endedAt durationMs toolCalls turns tokensUsed toolsUsed transcript background"
-).split()
-
-
-def _subagent(row: Mapping[str, Any]) -> JsonObj:
-    return {k: row[k] for k in SUBAGENT_ORDER if k in row and row[k] not in (None, "", 0, False, [])}
-
-
-def _clean(d: Mapping[str, Any]) -> JsonObj:
-    return {k: v for k, v in d.items() if v is not None and v != "" and v is not False and v != []}
-
-
-def _summary(part: Mapping[str, Any]) -> str:
-    s = part.get("summary")
-    return s if isinstance(s, str) else ""
-
-
-def _input_text(d: Mapping[str, Any]) -> str:
-    if isinstance(d.get("text"), str):
-        return str(d["text"])
-    parts = _list(d.get("content"))
-    return "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text")
-
-
-def _question(call_id: str, args: Mapping[str, Any]) -> JsonObj:
-    prompt = str(args.get("question", ""))
-    opts = [o for o in _list(args.get("options")) if isinstance(o, str)]
-    item = _clean(
-        {
-            "id": "q1",
-            "prompt": prompt,
-            "options": [{"id": f"o{i}", "label": o} for i, o in enumerate(opts, 1)],
-            "allowMultiple": bool(args.get("multi_select")),
-        }
-    )
-    return (
-        {"id": call_id, "title": prompt, "questions": [item]}
-        if prompt
-        else {"id": call_id, "questions": [item]}
-    )
-
-
-def _json(v: Any) -> str:
-    import json
-
-    return json.dumps(v, separators=(",", ":"), sort_keys=True)
-
-
-def _obj(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
-def _list(v: Any) -> list[Any]:
-    return v if isinstance(v, list) else []
