@@ -8,6 +8,9 @@ error after dispatch becomes `effect_unknown` + `parked` (a human resolves it), 
 result. A committed or confirmed effect's result comes from its settlement record
 (`materialized_from_commit`), never from a new dispatch; inside an idempotent provider's dedup
 window a re-send under the same effect key is safe (`safe_to_retry`).
+
+On a stub-mode branch an external effect never runs: after its begin it is answered from the
+fork's recordings or, on a miss, settled `not_sent` and the turn ends (`sandbox.stubs`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from ..core.canonical import canonical_bytes
 from ..core.fold import Call, Fold
+from ..sandbox import stubs
 from ..writer import Draft, View
 from .loop import HOST, StepBase, result
 from .tools import Executor, ToolContext, ToolNotSent, ToolOutput, ToolUncertain
@@ -74,7 +78,12 @@ class Effects(StepBase):
             self.append_sticky(lambda v: [Draft("effect_resolved", data, HOST)])
             return
         try:
-            out = executor(call.input, tc)
+            if view.record.stubs_sha256 is not None and stubs.is_external(call):
+                out = self.stubbed(view, call)  # nothing goes live
+                if out is None:
+                    return
+            else:
+                out = executor(call.input, tc)
         except ToolNotSent as exc:
             self.record_not_sent(call, tc.attempt, exc)
             return
@@ -96,6 +105,26 @@ class Effects(StepBase):
                 result(call.call_id, out.text, "executed", out.is_error),
             ]
         )
+
+    def stubbed(self, view: View, call: Call) -> ToolOutput | None:
+        """A stub-mode branch's answer for an external call: its recording, or None after a miss
+        failed closed (settled `not_sent`, every call of the turn closed, the turn ended)."""
+        assert view.record.stubs_sha256 is not None
+        found = stubs.match(stubs.load(self.ctx.artifacts, view.record.stubs_sha256), view.fold, call)
+        if not isinstance(found, stubs.Miss):
+            return ToolOutput(str(found["output"]), bool(found.get("is_error", False)))
+        drafts = [
+            Draft("effect_resolved", {"by": "adapter", "call_id": call.call_id, "outcome": "not_sent"}, HOST),
+            result(call.call_id, found.message(), "not_executed", True),
+        ]
+        drafts += [
+            result(c, "Not executed: the run ended at an unmatched external operation.", "not_executed", True)
+            for c in view.fold.pending
+            if c != call.call_id and view.fold.calls[c].attempt == 0
+        ]
+        drafts.append(Draft("turn_completed", {"reason": "error"}, HOST))
+        self.append_sticky(lambda v: drafts)
+        return None
 
     def clear_to_dispatch(self, begin_seq: int) -> bool:
         """Fencing right before a tool body starts, with one consistent read of the branch

@@ -1,5 +1,7 @@
 """Forks: a branch's eligible fork points and the fork route (the procedure itself is
-`sandbox.fork`: child `forking`, ledger row, restore, manifest check, `fork` event, `ready`)."""
+`sandbox.fork`: child `forking`, ledger row, restore, manifest check, `fork` event, `ready`; in
+`mode: stub` no restore and no row, the parent's later external operations recorded as the
+child's stubs: `sandbox.stubs`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 from ..core.errors import LogError
 from ..core.fold import Fold
 from .base import HostBase
-from .errors import ApiError, invalid
+from .errors import ApiError
 from .principal import Principal
 
 
@@ -48,12 +50,21 @@ class Forks(HostBase):
             raise LogError("no_snapshot_boundary", ev["seq"], "not a quiescent snapshot")
         if snap[1] is not None and snap[1] <= now:
             raise LogError("snapshot_expired", ev["seq"], "the snapshot has expired")
+        from ..sandbox.fork import fork, fork_stub
+
+        if body.get("mode") == "stub":  # nothing is restored: no provider needed
+            result = fork_stub(
+                self.store,
+                self.stores.artifacts,
+                tenant=principal.tenant,
+                branch_id=rec.branch_id,
+                event_id=body["event_id"],
+                knowledge_policy=body.get("knowledge", "pinned"),
+                now=now,
+            )
+            return {"thread_id": result.thread_id, "branch_id": result.branch_id}
         if self.sandbox is None:
             raise ApiError("sandbox_required", "this host has no sandbox provider to restore the snapshot")
-        if body.get("mode") == "stub":
-            raise invalid("stub forks are not supported by this host")
-        from ..sandbox.fork import fork
-
         result = fork(
             self.store,
             self.stores.resources,

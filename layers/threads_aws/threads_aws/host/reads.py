@@ -31,7 +31,7 @@ class Reads(HostBase):
                 continue
             info: dict[str, Any] = {
                 "branch_id": rec.branch_id,
-                "mode": "live",  # stub forks are not offered by this host
+                "mode": rec.mode,
                 "runnable": rec.state not in NOT_RUNNABLE,
             }
             if rec.parent_branch_id is not None:

@@ -2,7 +2,13 @@
 provider: child `forking` → pending ledger row → restore + manifest check → header and `fork`
 event → `ready`. Any failure leaves no child and releases what it wrote; a create whose outcome
 cannot be established stays `unknown` for an operator (`resource_unknown`). A crash mid-fork is
-never resumed: `recover_fork` marks the child `fork_failed` and releases its rows."""
+never resumed: `recover_fork` marks the child `fork_failed` and releases its rows.
+
+A `mode: stub` fork (`fork_stub`, semantics.md §6 "stub mode") restores no sandbox and writes no
+ledger row (nothing is created): it records the parent's external operations after the fork point
+as the child's stubs (`sandbox.stubs`), then creates the child `forking` naming them, appends the
+header and `fork` event (`sandbox_id: stub`) and makes it `ready`. A crash between is recovered
+the same way (`fork_failed`; there are no rows to release)."""
 
 from __future__ import annotations
 
@@ -69,36 +75,14 @@ def fork(
     now: int,
     failpoint: Callable[[str], None] | None = None,
 ) -> ForkResult:
-    parent = import_log(store.export(branch_id), now=now)
-    fold = parent.fold
-    hashes = {line.seq: line.hash for seg in parent.segments for line in seg.lines}
-    point = fork_point(fold, hashes, event_id, now)
-    thread_id = fold.thread_id
-    assert thread_id is not None
-    child_id = new_branch_id or new_uuid7()
-    header, _ = child_lines(
-        thread_id=thread_id,
-        parent_branch_id=branch_id,
-        point=point,
-        new_branch_id=child_id,
-        epoch=1,
-        now=now,
-        sandbox_id="-",
+    parent, point, child_id, header = _begin(
+        store,
+        tenant=tenant,
+        branch_id=branch_id,
+        event_id=event_id,
+        new_branch_id=new_branch_id,
         knowledge_policy=knowledge_policy,
-    )
-    chain_epoch = max(ev["epoch"] for ev in fold.events if ev["seq"] <= point.seq)
-    store.create_branch(
-        NewBranch(
-            thread_id=thread_id,
-            tenant=tenant,
-            branch_id=child_id,
-            header=header,
-            parent_branch_id=branch_id,
-            fork_at_seq=point.seq,
-            state="forking",
-            head_hash=point.line_hash,
-            head_epoch=chain_epoch,
-        )
+        now=now,
     )
     row = ledger.open(tenant=tenant, owner_branch_id=child_id, provider=sandbox.name, kind="sandbox", now=now)
     snapshot = point.event["data"]
@@ -128,6 +112,113 @@ def fork(
         raise LogError("snapshot_manifest_mismatch", point.seq, "restored tree differs from the snapshot")
     if failpoint is not None:
         failpoint("before_fork_event")
+    return _finish(store, parent, point, child_id, header, restored.sandbox_id, knowledge_policy, now)
+
+
+def fork_stub(
+    store: EventLog,
+    artifacts: Any,
+    *,
+    tenant: str,
+    branch_id: str,
+    event_id: str,
+    new_branch_id: str | None = None,
+    knowledge_policy: str = "pinned",
+    now: int,
+    failpoint: Callable[[str], None] | None = None,
+) -> ForkResult:
+    """A stub-mode child (module docstring): no restore, no ledger row, recorded stubs."""
+    from . import stubs
+
+    parent = import_log(store.export(branch_id), now=now)
+    point = fork_point(parent.fold, _hashes(parent), event_id, now)  # typed errors before any write
+    stubs_sha = stubs.store_recordings(stubs.recordings(parent.fold, point.seq, artifacts), artifacts)
+    parent, point, child_id, header = _begin(
+        store,
+        tenant=tenant,
+        branch_id=branch_id,
+        event_id=event_id,
+        new_branch_id=new_branch_id,
+        knowledge_policy=knowledge_policy,
+        now=now,
+        parent=parent,
+        stubs_sha256=stubs_sha,
+    )
+    if failpoint is not None:
+        failpoint("before_fork_event")
+    return _finish(store, parent, point, child_id, header, stubs.STUB_SANDBOX_ID, knowledge_policy, now)
+
+
+def header_thread(parent: Any) -> str:
+    thread_id = parent.fold.thread_id
+    assert thread_id is not None
+    return str(thread_id)
+
+
+def _hashes(parent: Any) -> dict[int, str]:
+    return {line.seq: line.hash for seg in parent.segments for line in seg.lines}
+
+
+def _begin(
+    store: EventLog,
+    *,
+    tenant: str,
+    branch_id: str,
+    event_id: str,
+    new_branch_id: str | None,
+    knowledge_policy: str,
+    now: int,
+    parent: Any = None,
+    stubs_sha256: str | None = None,
+) -> tuple[Any, Any, str, Any]:
+    """Step 1: the fork point (typed errors first), then the child branch in state `forking`."""
+    if parent is None:
+        parent = import_log(store.export(branch_id), now=now)
+    fold = parent.fold
+    point = fork_point(fold, _hashes(parent), event_id, now)
+    thread_id = header_thread(parent)
+    child_id = new_branch_id or new_uuid7()
+    header, _ = child_lines(
+        thread_id=thread_id,
+        parent_branch_id=branch_id,
+        point=point,
+        new_branch_id=child_id,
+        epoch=1,
+        now=now,
+        sandbox_id="-",
+        knowledge_policy=knowledge_policy,
+    )
+    chain_epoch = max(ev["epoch"] for ev in fold.events if ev["seq"] <= point.seq)
+    store.create_branch(
+        NewBranch(
+            thread_id=thread_id,
+            tenant=tenant,
+            branch_id=child_id,
+            header=header,
+            parent_branch_id=branch_id,
+            fork_at_seq=point.seq,
+            state="forking",
+            head_hash=point.line_hash,
+            head_epoch=chain_epoch,
+            stubs_sha256=stubs_sha256,
+        )
+    )
+    return parent, point, child_id, header
+
+
+def _finish(
+    store: EventLog,
+    parent: Any,
+    point: Any,
+    child_id: str,
+    header: Any,
+    sandbox_id: str,
+    knowledge_policy: str,
+    now: int,
+) -> ForkResult:
+    """Step 4: the `fork` event under the child's first lease, then `ready`."""
+    thread_id = header_thread(parent)
+    branch_id = str(parent.fold.branch_id)
     lease = store.acquire_lease(child_id, "fork:" + new_uuid7(), ttl_ms=60_000, now_ms=now)
     _, fork_line = child_lines(
         thread_id=thread_id,
@@ -136,7 +227,7 @@ def fork(
         new_branch_id=child_id,
         epoch=lease.epoch,
         now=now,
-        sandbox_id=restored.sandbox_id,
+        sandbox_id=sandbox_id,
         knowledge_policy=knowledge_policy,
     )
     # The fork event must pass validate_next over the resolved chain like any other line.
@@ -144,6 +235,7 @@ def fork(
     store.append(child_id, [fork_line], expected_head_seq=point.seq, epoch=lease.epoch)
     store.set_state(child_id, "ready")
     store.release(child_id, lease)
+    snapshot = point.event["data"]
     revision = snapshot.get("knowledge_revision") if knowledge_policy == "pinned" else None
     assert fork_line.event is not None
     return ForkResult(thread_id, child_id, point.seq, fork_line.event, revision)

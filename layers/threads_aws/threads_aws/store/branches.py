@@ -91,6 +91,12 @@ class BranchRecord:
     stage_epoch: int = 0
     dropped_ref: str | None = None  # canonical JSON of an ArtifactRef (torn tail)
     updated_at: int = 0  # ms of the last append (store.append sets it), else created_at
+    stubs_sha256: str | None = None  # a stub-mode child's recorded stubs (artifact; `sandbox.stubs`)
+
+    @property
+    def mode(self) -> str:
+        """BranchInfo `mode`: `stub` (nothing mediated goes live) iff the fork recorded stubs."""
+        return "live" if self.stubs_sha256 is None else "stub"
 
     @property
     def lease(self) -> Lease | None:
@@ -125,6 +131,7 @@ class BranchRecord:
             stage_epoch=n_of(item, "stage_epoch") or 0,
             dropped_ref=s_of(item, "dropped_ref"),
             updated_at=n_of(item, "updated_at") or n_of(item, "created_at") or 0,
+            stubs_sha256=s_of(item, "stubs_sha256"),
         )
 
     @classmethod
@@ -148,6 +155,7 @@ class BranchRecord:
             header_hash=spec.header.hash,
             created_at=created_at,
             updated_at=created_at,
+            stubs_sha256=spec.stubs_sha256,
         )
 
 
@@ -180,6 +188,7 @@ class NewBranch:
     status: str | None = None  # a new thread's fold status after `lines`, for its list row
     lines: Sequence[StoredLine] = ()
     companions: Sequence[Companion] = ()
+    stubs_sha256: str | None = None  # a stub-mode child: its recorded stubs' artifact
 
     def check(self) -> int | None:
         """Validate the spec; returns the header's created_at."""
@@ -227,6 +236,8 @@ def record_item(rec: BranchRecord) -> Item:
     if rec.parent_branch_id is not None and rec.fork_at_seq is not None:
         item["parent_branch_id"] = S(rec.parent_branch_id)
         item["fork_at_seq"] = N(rec.fork_at_seq)
+    if rec.stubs_sha256 is not None:
+        item["stubs_sha256"] = S(rec.stubs_sha256)
     return item
 
 
