@@ -172,6 +172,7 @@ def test_stub_fork_needs_no_sandbox_and_keeps_the_typed_errors(aws: Any) -> None
 
 def test_a_crash_mid_stub_fork_is_never_resumed(aws: Any) -> None:
     host, ctx, b, tid, point = parent_with_a_note(aws)
+    child = "0192e000-0000-7000-8000-00000000c0de"
     parent_bytes = ctx.store.export(b)
 
     def crash(where: str) -> None:
@@ -184,11 +185,11 @@ def test_a_crash_mid_stub_fork_is_never_resumed(aws: Any) -> None:
             tenant="acme",
             branch_id=b,
             event_id=point["event_id"],
-            new_branch_id="0192e000-0000-7000-8000-00000000c0de",
+            new_branch_id=child,
             now=aws.clock(),
             failpoint=crash,
         )
-    forking.recover_fork(ctx.store, host.stores.resources, host.sandbox, "0192e000-0000-7000-8000-00000000c0de")
-    assert ctx.store.head("0192e000-0000-7000-8000-00000000c0de").state == "fork_failed"
+    forking.recover_fork(ctx.store, host.stores.resources, host.sandbox, child)
+    assert ctx.store.head(child).state == "fork_failed"
     assert [x["branch_id"] for x in host.branches(ALICE, tid)] == [b]
     assert ctx.store.export(b) == parent_bytes
