@@ -178,6 +178,10 @@ class Agent:
     # "function", "timeout_ms"}; not model-visible, so not in the pinned ToolSpec, but covered
     # by config_hash (a thread keeps calling the function it started with).
     bindings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # MCP servers (`engine.mcp_tools`): name -> {url, headers?, timeout_ms?, dedup_window_ms?,
+    # tools?}; their tools are listed by the worker and pinned with `tools_changed`. Header
+    # values are secret references, never secrets, so config_hash covers them safely.
+    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def policy(self) -> dict[str, Any]:
         """The runtime policy `thread_started` pins: permissions, `retry` (complete: the
@@ -206,6 +210,8 @@ class Agent:
         extra: dict[str, Any] = {}
         if self.bindings:
             extra["bindings"] = self.bindings
+        if self.mcp_servers:
+            extra["mcp_servers"] = self.mcp_servers
         return {
             **extra,
             "adapter": self.adapter,
@@ -278,6 +284,7 @@ AGENT_KEYS = frozenset(
         "fallback_models",
         "schedules",
         "policy",
+        "mcp_servers",
     }
 )
 SCHEDULE_KEYS = frozenset({"name", "cron", "timezone", "input", "tenant"})
@@ -401,6 +408,7 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
         else:
             errs += [f"{where}: unknown permissions key {k!r}" for k in sorted(set(perms) - PERMISSION_KEYS)]
         errs += _schedule_errors(where, spec.get("schedules", []))
+        errs += _mcp_errors(where, spec.get("mcp_servers", {}))
         for i, fb in enumerate(spec.get("fallback_models", [])):
             fw = f"{where}: fallback_models[{i}]"
             if not isinstance(fb, dict) or set(fb) - {"provider", "name", "adapter", "model_params"}:
@@ -514,8 +522,8 @@ def _tool_errors(where: str, t: dict[str, Any]) -> list[str]:
     runs (`lambda`: a function ARN or a logical id of this stack; `timeout_ms`)."""
     errs: list[str] = []
     need = {"name", "description", "input_schema", "effect_class"} - set(t)
-    if need or not _NAME.match(str(t.get("name"))):
-        what = ", ".join(sorted(need)) or "a valid name"
+    if need or not _NAME.match(str(t.get("name"))) or "__" in str(t.get("name")):
+        what = ", ".join(sorted(need)) or "a valid name ([a-z][a-z0-9_]*; '__' is for MCP tools)"
         return [f"{where}: tool spec {t.get('name')!r} needs {what}"]
     tw = f"{where}: tool {t['name']!r}"
     unknown = sorted(set(t) - TOOLSPEC_KEYS - TOOL_BINDING_KEYS)
@@ -533,6 +541,61 @@ def _tool_errors(where: str, t: dict[str, Any]) -> list[str]:
         errs.append(f"{tw}: timeout_ms must be an integer in 1000..900000")
     if "timeout_ms" in t and "lambda" not in t:
         errs.append(f"{tw}: timeout_ms is for a lambda tool")
+    return errs
+
+
+MCP_SERVER_KEYS = frozenset({"url", "headers", "timeout_ms", "dedup_window_ms", "tools"})
+#: short enough that mcp__<server>__<tool> leaves a tool name room inside Name's 64 characters
+_SERVER = re.compile(r"^[a-z][a-z0-9_]{0,23}$")
+
+
+def _ref_errors(where: str, v: Any) -> list[str]:
+    """A header value or url: a string, or a secret reference {env|secret|value, key?, prefix?}."""
+    if isinstance(v, str) and v:
+        return []
+    from .channels.installations import ChannelsConfigError, _secret_ref
+
+    if isinstance(v, dict) and isinstance(v.get("prefix", ""), str):
+        try:
+            _secret_ref({k: x for k, x in v.items() if k != "prefix"}, where)
+            return []
+        except ChannelsConfigError as exc:
+            return [str(exc)]
+    return [f"{where}: a string or a secret reference {{env|secret|value, key?, prefix?}}"]
+
+
+def _mcp_errors(where: str, servers: Any) -> list[str]:
+    """`mcp_servers`: {name: {url, headers?, timeout_ms?, dedup_window_ms?, tools?}}."""
+    if not isinstance(servers, dict):
+        return [f"{where}: mcp_servers must be an object of server name -> server"]
+    errs: list[str] = []
+    for name, decl in servers.items():
+        sw = f"{where}: mcp server {name!r}"
+        if not isinstance(name, str) or not _SERVER.match(name) or "__" in name:
+            errs.append(f"{sw}: the name must match [a-z][a-z0-9_]{{0,23}} without '__'")
+        if not isinstance(decl, dict) or "url" not in decl:
+            errs.append(f"{sw}: needs a url")
+            continue
+        errs += [f"{sw}: unknown key {k!r}" for k in sorted(set(decl) - MCP_SERVER_KEYS)]
+        url = decl["url"]
+        if isinstance(url, str) and not url.startswith(("https://", "http://")):
+            errs.append(f"{sw}: url must be http(s)://")
+        errs += _ref_errors(f"{sw}.url", url)
+        headers = decl.get("headers", {})
+        if not isinstance(headers, dict):
+            errs.append(f"{sw}: headers must be an object")
+        else:
+            for h, v in headers.items():
+                errs += _ref_errors(f"{sw}.headers.{h}", v)
+        t = decl.get("timeout_ms", 60_000)
+        if not (isinstance(t, int) and 1000 <= t <= 900_000):
+            errs.append(f"{sw}: timeout_ms must be an integer in 1000..900000")
+        w = decl.get("dedup_window_ms", 1)
+        if not (isinstance(w, int) and w > 0):
+            errs.append(f"{sw}: dedup_window_ms must be a positive integer")
+        tools = decl.get("tools", [])
+        if not isinstance(tools, list) or not all(isinstance(x, str) for x in tools):
+            errs.append(f"{sw}: tools must be a list of the server's tool names")
     return errs
 
 
@@ -574,6 +637,7 @@ def _agent(name: str, raw: dict[str, Any]) -> Agent:
         schedules=raw.get("schedules", []),
         limits=limits,
         bindings=bindings,
+        mcp_servers=raw.get("mcp_servers", {}),
     )
 
 

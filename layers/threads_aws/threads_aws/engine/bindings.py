@@ -9,6 +9,7 @@ close `not_executed`) rather than calling something else.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..core.fold import Fold
@@ -24,11 +25,18 @@ def pinned_agent(ctx: EngineContext, fold: Fold) -> Any:
     return agent
 
 
-def executor_for(ctx: EngineContext, fold: Fold, name: str) -> Executor | None:
+def executor_for(
+    ctx: EngineContext, fold: Fold, name: str, mcp: Callable[[], Any] | None = None
+) -> Executor | None:
+    """`mcp`: the step's MCP side (`mcp_tools.StepMcp`, made on first use)."""
     builtin = ctx.tools.get(name)
     if builtin is not None:
         return builtin
     agent = pinned_agent(ctx, fold)
+    if mcp is not None and agent is not None and agent.mcp_servers and name.startswith("mcp__"):
+        from .mcp_tools import executor
+
+        return executor(mcp(), agent, name)
     binding = (agent.bindings if agent is not None else {}).get(name)
     if binding is None:
         return None

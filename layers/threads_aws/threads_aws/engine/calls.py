@@ -18,7 +18,7 @@ from ..core.fold import Call
 from ..store.approvals import ApprovalRow
 from ..store.questions import QuestionRow
 from ..writer import Draft, View
-from .bindings import executor_for
+from .bindings import executor_for, pinned_agent
 from .effects import Effects
 from .loop import HOST, RECOVERY, TOOL, result
 from .permissions import Decision, PermissionEngine, category_of, suggested_rules
@@ -38,7 +38,7 @@ class Calls(Effects):
                 if self.dedup_covers(f, call) and call.attempt < MAX_DEDUP_RESENDS:
                     data = {"by": "provider_dedup", "call_id": call.call_id, "outcome": "safe_to_retry"}
                     self.append(view, [Draft("effect_resolved", data, RECOVERY)])
-                elif not self.reconcile_tool(view, call, executor_for(self.ctx, f, call.name)):
+                elif not self.reconcile_tool(view, call, executor_for(self.ctx, f, call.name, self.step_mcp)):
                     self.append(view, [self.park_effect(call)])
                 return None
             settled = self.settled_result(f, call)
@@ -60,6 +60,33 @@ class Calls(Effects):
             return self.after_ask(view, call)
         return self.dispatch(view, call, attempt=1)
 
+    def step_mcp(self) -> Any:
+        """This step's MCP connections and listings (`mcp_tools.StepMcp`), made on first use and
+        closed by `close_mcp` when the step ends."""
+        mcp = self.__dict__.get("_mcp")
+        if mcp is None:
+            mcp = self.__dict__["_mcp"] = self.ctx.mcp()
+        return mcp
+
+    def close_mcp(self) -> None:
+        mcp = self.__dict__.pop("_mcp", None)
+        if mcp is not None:
+            mcp.close()
+
+    def sync_mcp_tools(self, view: View) -> bool:
+        """Before a model request: the pinned agent's MCP tool lists, re-listed once per step;
+        a change is appended as `tools_changed` first (`mcp_tools.sync_tools`)."""
+        agent = pinned_agent(self.ctx, view.fold)
+        if agent is None or not agent.mcp_servers:
+            return False
+        from .mcp_tools import sync_tools
+
+        draft = sync_tools(self.step_mcp(), agent, list(view.fold.tools.values()))
+        if draft is None:
+            return False
+        self.append(view, [draft])
+        return True
+
     def after_ask(self, view: View, call: Call) -> str | None:
         """An `ask` call: challenge it, wait on its challenge, or act on the decision."""
         f = view.fold
@@ -79,7 +106,7 @@ class Calls(Effects):
         f = view.fold
         spec = f.tools.get(name)
         mode = f.mode
-        if spec is None or (name != "ask_user" and executor_for(self.ctx, f, name) is None):
+        if spec is None or (name != "ask_user" and executor_for(self.ctx, f, name, self.step_mcp) is None):
             return Decision("deny", "default", None, mode)
         schema = spec.get("input_schema")
         from ..core.output_schema import validates  # compiled lazily: keeps the worker's cold start small
@@ -153,7 +180,7 @@ class Calls(Effects):
     def dispatch(self, view: View, call: Call, *, attempt: int) -> str | None:
         if call.name == "ask_user":
             return self.ask_user(view, call)
-        executor = executor_for(self.ctx, view.fold, call.name)
+        executor = executor_for(self.ctx, view.fold, call.name, self.step_mcp)
         if executor is None:
             self.append(
                 view, [result(call.call_id, f"Tool {call.name} is not available.", "not_executed", True)]

@@ -25,6 +25,12 @@ RENDERERS = 64  # branches whose incremental renderer a container keeps
 ModelResolver = Callable[[dict[str, Any], dict[str, Any]], ModelAdapter]
 
 
+def _step_mcp() -> Any:
+    from .mcp_tools import StepMcp  # the worker's first MCP server loads it (and the SDK later)
+
+    return StepMcp()
+
+
 @dataclass(frozen=True)
 class StepOutcome:
     state: str  # idle | parked | more | busy | wait (a retry is due at not_before)
@@ -55,6 +61,7 @@ class EngineContext:
     tools: dict[str, Executor] = field(default_factory=lambda: {**BUILTIN_EXECUTORS, **WORKSPACE_EXECUTORS})
     inbox_queue: Any = None  # channels: wakes a thread whose inbox items waited on this branch
     functions: Functions | None = None  # Lambda tools (`store.functions`; engine.bindings)
+    mcp: Callable[[], Any] = field(default_factory=lambda: _step_mcp)  # a step's MCP side (mcp_tools)
     lease_ttl_ms: int = LEASE_TTL_MS
     margin_ms: int = DEADLINE_MARGIN_MS
     _sandbox: S3WorkspaceProvider | None = None

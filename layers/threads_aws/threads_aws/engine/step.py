@@ -64,6 +64,7 @@ def advance(ctx: EngineContext, branch_id: str, *, holder_id: str, deadline_ms: 
             step.wake_inbox()
         return StepOutcome(state, step.appended, step.wake_at if state == "wait" else None, step.armed)
     finally:
+        step.close_mcp()  # MCP connections live for one step, never across invocations
         try:
             ctx.store.release(branch_id, step.lease)
         except Exception:  # noqa: BLE001 - the lease lapses by itself; never mask the outcome
@@ -130,6 +131,8 @@ class _Step(ModelTurn, Cancel, Replies):
         call_id = next((c for c in f.pending if not is_host_call(f.calls[c])), None)
         if call_id is not None:
             return self.advance_call(view, f.calls[call_id])
+        if self.sync_mcp_tools(view):  # an MCP server's tools changed: tools_changed first
+            return None
         return self.next_model_step(view, turn)
 
     def wake_inbox(self) -> None:

@@ -72,6 +72,7 @@ class DevServer:
     handlers: Handlers | None = None
     gateway: Gateway | None = None
     lambda_api: Any = None  # local.lambda_invoke.LocalLambda: the template's tool functions
+    demo_mcp: Any = None  # local.demo_mcp.DemoMcp: the demo agent's MCP server (demo-tools)
     pollers: list[Poller] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -135,6 +136,7 @@ class DevServer:
 
         self.handlers = Handlers(self.template.functions, region=REGION)
         self._start_lambda_api()
+        self._start_demo_mcp()
         for path in self.preload:  # after the environment is set, before any handler loads
             runpy.run_path(path, run_name="__threads_preload__")
         for lid in self.template.functions:  # import now: errors show at start, requests are fast
@@ -171,6 +173,21 @@ class DevServer:
         self.lambda_api = LocalLambda(self.handlers, host="127.0.0.1").start()
         self.env["AWS_ENDPOINT_URL_LAMBDA"] = self.lambda_api.url
         self._set_env({"AWS_ENDPOINT_URL_LAMBDA": self.lambda_api.url})
+
+    def _start_demo_mcp(self) -> None:
+        """The demo MCP server on a free loopback port; the `demo-tools` agent finds it through
+        THREADS_DEMO_MCP_URL (an environment that names another server keeps it)."""
+        if os.environ.get("THREADS_DEMO_MCP_URL"):
+            return
+        from .demo_mcp import DemoMcp
+
+        try:
+            self.demo_mcp = DemoMcp().start()
+        except Exception as exc:  # noqa: BLE001 - the rest of dev works without it
+            self.warnings.append(f"demo MCP server not started ({exc.__class__.__name__}: {exc})")
+            return
+        self.env["THREADS_DEMO_MCP_URL"] = self.demo_mcp.url
+        self._set_env({"THREADS_DEMO_MCP_URL": self.demo_mcp.url})
 
     def _start_moto(self, threaded_server: Any) -> None:
         if self.state_dir is None:
@@ -214,6 +231,9 @@ class DevServer:
         if self.lambda_api is not None:
             self.lambda_api.stop()
             self.lambda_api = None
+        if self.demo_mcp is not None:
+            self.demo_mcp.stop()
+            self.demo_mcp = None
         if self.moto is not None:
             self.moto.stop()
             self.moto = None
@@ -285,6 +305,9 @@ class DevServer:
             + ("EVENTS_TABLE", "STATE_TABLE", "ARTIFACTS_BUCKET")
         )
         lines.append(f"store: {store_env} threads-aws log export --branch <branch_id>")
+        if self.demo_mcp is not None:
+            demo = 'mcp: mcp__demo__lookup_rate {"currency": "USD"}'
+            lines.append(f"mcp: demo MCP server {self.demo_mcp.url} (agent demo-tools: {demo})")
         lines.append(self.state_line())
         return lines
 
