@@ -79,3 +79,54 @@ def test_write_snapshot_fork_and_both_branches_go_on(url: str, tmp_path: Path) -
             client.fork(t, "0192e000-0000-7000-8000-0000000000ff")
     export_verified(parent, tmp_path)
     export_verified(child, tmp_path)
+
+
+def approved(client: Client, text: str, **kw: Any) -> dict[str, Any]:
+    """Run `text`, which parks on an approval; grant it and follow the run to its outcome."""
+    handle = client.run("demo", text, **kw)
+    parked = handle.wait()
+    assert parked["status"] == "parked" and parked["reason"] == "awaiting_approval", parked
+    (pending,) = client.approvals(parked["thread_id"], parked["branch_id"])
+    client.approve(parked["thread_id"], pending["challenge_id"])
+    rest = client.stream(parked["thread_id"], handle.run_id, after_seq=handle.cursor)
+    list(rest)
+    assert rest.result is not None
+    return dict(rest.result)
+
+
+def test_exec_runs_in_the_template_sandbox_function(url: str, tmp_path: Path) -> None:
+    """dev invokes SandboxExecFunction through its Lambda Invoke API (the worker's boto3 client,
+    the template's FunctionName, handler and Timeout): /tmp, the workspace's files, the changes."""
+    with Client(url, ALICE) as client:
+        first = done(client, "write in.txt: 3 4")
+        t, b = first["thread_id"], first["branch_id"]
+        out = approved(client, "exec: pwd; tr ' ' '\\n' < in.txt > out.txt", thread_id=t, branch_id=b)
+        assert out["status"] == "completed", out
+        assert "/tmp/ws-" in said(out) and "wrote out.txt" in said(out)
+        assert "3\\n4" in said(done(client, "read out.txt", thread_id=t, branch_id=b))
+    export_verified(b, tmp_path)
+
+
+def test_stub_fork_over_http_fails_closed(url: str, tmp_path: Path) -> None:
+    """POST …/forks {mode: stub}: 201, BranchInfo mode stub, the workspace readable, and an
+    external operation the parent never made ends the run `unmatched_external_op`."""
+    with Client(url, ALICE) as client:
+        first = done(client, "write notes.txt: for the stub")
+        t, parent = first["thread_id"], first["branch_id"]
+        (point,) = client.fork_points(t)
+        resp = httpx.post(
+            f"{url}/v1/threads/{t}/forks",
+            json={"event_id": point["event_id"], "mode": "stub"},
+            headers={"Authorization": f"Bearer {ALICE}"},
+            timeout=60,
+        )
+        assert resp.status_code == 201, resp.text
+        child = resp.json()["branch_id"]
+        info = next(x for x in client.branches(t) if x["branch_id"] == child)
+        assert info["mode"] == "stub" and info["runnable"] is True
+        assert "for the stub" in said(done(client, "read notes.txt", thread_id=t, branch_id=child))
+        failed = approved(client, "note: never recorded", thread_id=t, branch_id=child)
+        assert failed["status"] == "failed" and failed["error"]["code"] == "unmatched_external_op", failed
+    export_verified(parent, tmp_path)
+    export_verified(child, tmp_path)
+    export_verified(child, tmp_path)

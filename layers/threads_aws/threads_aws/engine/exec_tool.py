@@ -31,6 +31,7 @@ from .tools import Executor, ToolContext, ToolOutput
 
 MAX_EXEC_BYTES = 4 << 20  # 6 MB sync payload, base64
 DEFAULT_TIMEOUT_MS = 30_000
+INVOKE_MARGIN_S = 30  # materialise + capture around the command (the function's Timeout: +30 s)
 
 
 def invoke(payload: dict[str, Any]) -> dict[str, Any]:
@@ -50,8 +51,15 @@ def invoke(payload: dict[str, Any]) -> dict[str, Any]:
     function = os.environ.get("SANDBOX_EXEC_FUNCTION", "")
     if function:
         import boto3  # only the worker's exec path pays for the Lambda client
+        from botocore.config import Config
 
-        resp = boto3.client("lambda").invoke(FunctionName=function, Payload=json.dumps(payload).encode())
+        # The answer comes when the command ends: botocore's 60 s read timeout would give up on
+        # a longer run (and its retries would run the command again), so wait for the function's
+        # own limit and never re-send: a lost answer is `exec_failed`, nothing of it is visible.
+        wait_s = int(payload.get("timeout_ms", DEFAULT_TIMEOUT_MS)) / 1000 + INVOKE_MARGIN_S
+        config = Config(read_timeout=wait_s, connect_timeout=10, retries={"total_max_attempts": 1})
+        client = boto3.client("lambda", config=config)
+        resp = client.invoke(FunctionName=function, Payload=json.dumps(payload).encode())
         body = json.loads(resp["Payload"].read())
         if resp.get("FunctionError"):
             raise RuntimeError(f"sandbox function failed: {body}")

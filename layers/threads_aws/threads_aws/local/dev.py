@@ -168,9 +168,12 @@ class DevServer:
         """The Lambda Invoke API over the template's functions (tools as Lambda functions):
         the worker's boto3 client reaches it through AWS_ENDPOINT_URL_LAMBDA."""
         from .lambda_invoke import LocalLambda
+        from .sam import function_names
 
-        assert self.handlers is not None
-        self.lambda_api = LocalLambda(self.handlers, host="127.0.0.1").start()
+        assert self.handlers is not None and self.template is not None
+        # By logical id (tool functions) or by the template's FunctionName (the exec sandbox).
+        names = function_names(self.template, self.resources.physical, REGION, stack=self.prefix)
+        self.lambda_api = LocalLambda(self.handlers, host="127.0.0.1", names=names).start()
         self.env["AWS_ENDPOINT_URL_LAMBDA"] = self.lambda_api.url
         self._set_env({"AWS_ENDPOINT_URL_LAMBDA": self.lambda_api.url})
 

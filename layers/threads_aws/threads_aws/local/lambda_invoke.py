@@ -7,7 +7,8 @@ as Lambda does: 200 with the handler's JSON result; a handler that raised → 20
 running at the function's Timeout → the same with `errorType: Sandbox.Timedout` (the thread is
 left to finish, as a timed-out Lambda's side effects may land); an unknown function → 404
 `ResourceNotFoundException`. `FunctionName` may be the logical id, a name or an ARN (its last
-`function:` segment, qualifier dropped). `threads-aws dev` points `AWS_ENDPOINT_URL_LAMBDA` here,
+`function:` segment, qualifier dropped), or the FunctionName the template gives it (`names`).
+`threads-aws dev` points `AWS_ENDPOINT_URL_LAMBDA` here,
 so the worker's ordinary boto3 client reaches the in-process tool functions.
 """
 
@@ -33,8 +34,11 @@ def function_of(name: str) -> str:
 
 
 class LocalLambda:
-    def __init__(self, handlers: Handlers, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, handlers: Handlers, host: str = "127.0.0.1", port: int = 0, names: dict[str, str] | None = None
+    ) -> None:
         self.handlers = handlers
+        self.names = dict(names or {})  # resolved FunctionName -> logical id
         self.invocations = 0
         outer = self
 
@@ -77,6 +81,7 @@ class LocalLambda:
         if not path.startswith(PREFIX) or not path.split("?", 1)[0].endswith("/invocations"):
             return 404, {**base, "x-amzn-ErrorType": "UnknownOperationException"}, b'{"message":"unknown"}'
         name = function_of(unquote(path[len(PREFIX) :].split("/", 1)[0]))
+        name = self.names.get(name, name)
         if name not in self.handlers.functions:
             msg = {"Type": "User", "message": f"Function not found: {name}"}
             return 404, {**base, "x-amzn-ErrorType": "ResourceNotFoundException"}, json.dumps(msg).encode()

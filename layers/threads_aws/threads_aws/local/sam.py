@@ -25,6 +25,7 @@ class Function:
     memory_mb: int
     environment: Mapping[str, Any]  # unresolved values (Ref/Sub/...)
     asgi: str | None = None  # a Lambda Web Adapter function's app, "module:attr" (local.lwa)
+    function_name: Any = None  # its FunctionName property, unresolved (None: the logical id)
 
     def arn(self, region: str) -> str:
         return f"arn:aws:lambda:{region}:{ACCOUNT}:function:{self.logical_id}"
@@ -209,6 +210,7 @@ def parse_template(path: str | os.PathLike[str], parameters: Mapping[str, str] |
             memory_mb=int(p.get("MemorySize") or 128),
             environment=env,
             asgi=lwa.asgi_target((path.parent / code_uri).resolve(), p["Handler"], env),
+            function_name=(res.get("Properties") or {}).get("FunctionName"),
         )
         for ev_name, ev in (p.get("Events") or {}).items():
             kind = ev.get("Type")
@@ -295,6 +297,23 @@ def _resolver(
         return str(v).lower() if isinstance(v, bool) else str(v)
 
     return value
+
+
+def function_names(
+    tpl: Template, physical: Mapping[str, str], region: str, stack: str = "threads"
+) -> dict[str, str]:
+    """Each explicit FunctionName, resolved as the functions' environment is, → its logical id
+    (a function that another one invokes by the name the template gives it)."""
+    resolved = _resolver(tpl, physical, region, stack)
+    out: dict[str, str] = {}
+    for fn in tpl.functions.values():
+        if fn.function_name is None:
+            continue
+        try:
+            out[resolved(fn, "FunctionName", fn.function_name)] = fn.logical_id
+        except Unresolved:
+            continue
+    return out
 
 
 def function_env(
