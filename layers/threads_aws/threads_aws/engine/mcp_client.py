@@ -16,8 +16,9 @@ What a failure means (the callers map it to the effect rules):
 - the server answered with a JSON-RPC error (unknown tool, invalid arguments): `McpRefused` -
   an answer, so the tool did not run.
 
-`import mcp` costs about 0.5-1.5 s (it loads starlette, uvicorn and cryptography): it happens on
-the first connection of a container, never on a handler's path (`benchmarks/cold_import.py`).
+`import mcp` costs several times `import boto3` (it loads starlette, uvicorn and cryptography;
+`benchmarks/tool_calls.py` prints it): it happens on a worker container's first MCP connection,
+never at import time and never on an API handler's path.
 """
 
 from __future__ import annotations
