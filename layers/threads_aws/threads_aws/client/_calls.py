@@ -7,6 +7,19 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from ._core import Call, new_idempotency_key, seg
+from .types import (
+    Appended,
+    BranchInfo,
+    BranchRef,
+    ForkPoint,
+    PendingApproval,
+    RunAccepted,
+    Schedule,
+    ScheduleDeleted,
+    ThreadDetail,
+    ThreadList,
+    Timeline,
+)
 
 Input = str | Sequence[dict[str, Any]]
 
@@ -23,8 +36,10 @@ def start_run(
     branch_id: str | None = None,
     budget: dict[str, int] | None = None,
     idempotency_key: str | None = None,
-) -> Call:
-    """startRun: POST /v1/runs (202 RunAccepted)."""
+) -> Call[RunAccepted]:
+    """startRun: POST /v1/runs (202 RunAccepted). Starts a run (a new thread unless `thread_id`).
+    The Idempotency-Key is generated unless given; retries reuse it, and a failure carries it as
+    `error.idempotency_key`."""
     body: dict[str, Any] = {"agent": agent, "input": input if isinstance(input, str) else list(input)}
     if thread_id is not None:
         body["thread_id"] = thread_id
@@ -37,21 +52,21 @@ def start_run(
 
 def timeline(
     thread_id: str, branch_id: str | None = None, *, after_seq: int | None = None, limit: int | None = None
-) -> Call:
+) -> Call[Timeline]:
     """getTimeline: GET …/timeline (a page of entries; `Link: rel="next"` names the next)."""
     return Call.get(
         _thread(thread_id, "/timeline"), {"branch_id": branch_id, "after_seq": after_seq, "limit": limit}
     )
 
 
-def branches(thread_id: str) -> Call:
+def branches(thread_id: str) -> Call[list[BranchInfo]]:
     """listBranches: GET …/branches."""
     return Call.get(_thread(thread_id, "/branches"))
 
 
 def fork_points(
     thread_id: str, branch_id: str | None = None, *, after_seq: int | None = None, limit: int | None = None
-) -> Call:
+) -> Call[list[ForkPoint]]:
     """listForkPoints: GET …/fork-points (a page; `Link: rel="next"` names the next)."""
     return Call.get(
         _thread(thread_id, "/fork-points"), {"branch_id": branch_id, "after_seq": after_seq, "limit": limit}
@@ -65,7 +80,7 @@ def fork(
     branch_id: str | None = None,
     mode: Literal["live", "stub"] | None = None,
     knowledge: Literal["pinned", "current"] | None = None,
-) -> Call:
+) -> Call[BranchRef]:
     """fork: POST …/forks (201 BranchRef)."""
     body: dict[str, Any] = {"event_id": event_id}
     if mode is not None:
@@ -75,7 +90,7 @@ def fork(
     return Call.post(_thread(thread_id, "/forks"), body, ok=201, params={"branch_id": branch_id})
 
 
-def approvals(thread_id: str, branch_id: str | None = None) -> Call:
+def approvals(thread_id: str, branch_id: str | None = None) -> Call[list[PendingApproval]]:
     """listApprovals: GET …/approvals."""
     return Call.get(_thread(thread_id, "/approvals"), {"branch_id": branch_id})
 
@@ -87,7 +102,7 @@ def decide(
     *,
     remember_rule: str | None = None,
     reason: str | None = None,
-) -> Call:
+) -> Call[Appended]:
     """decideApproval: POST …/approvals/{challenge_id}."""
     body: dict[str, Any] = {"decision": decision}
     if remember_rule is not None:
@@ -99,7 +114,7 @@ def decide(
 
 def answer(
     thread_id: str, call_id: str, answer: str | Sequence[str], *, branch_id: str | None = None
-) -> Call:
+) -> Call[Appended]:
     """answerQuestion: POST …/questions/{call_id}/answer."""
     value: str | list[str] = answer if isinstance(answer, str) else list(answer)
     return Call.post(
@@ -115,7 +130,7 @@ def resolve_parked(
     resolution: Literal["assume_done", "assume_not_done"],
     *,
     branch_id: str | None = None,
-) -> Call:
+) -> Call[Appended]:
     """resolveParked: POST …/parked/{effect_key}/resolve."""
     return Call.post(
         _thread(thread_id, f"/parked/{seg(effect_key)}/resolve"),
@@ -124,7 +139,7 @@ def resolve_parked(
     )
 
 
-def cancel(thread_id: str, branch_id: str | None = None) -> Call:
+def cancel(thread_id: str, branch_id: str | None = None) -> Call[Appended]:
     """cancel: POST …/cancel (no body)."""
     return Call.post(_thread(thread_id, "/cancel"), params={"branch_id": branch_id})
 
@@ -135,7 +150,7 @@ def steer(
     *,
     content: list[dict[str, Any]] | None = None,
     branch_id: str | None = None,
-) -> Call:
+) -> Call[Appended]:
     """steer: POST …/steer (ours): new input for the open turn, as text or input parts."""
     if (text is None) == (content is None):
         raise ValueError("steer takes text or content, not both")
@@ -143,7 +158,7 @@ def steer(
     return Call.post(_thread(thread_id, "/steer"), body, params={"branch_id": branch_id})
 
 
-def stop(thread_id: str, reason: str | None = None, *, branch_id: str | None = None) -> Call:
+def stop(thread_id: str, reason: str | None = None, *, branch_id: str | None = None) -> Call[Appended]:
     """stop: POST …/stop (ours): stop when idle; the body is optional."""
     body: dict[str, Any] = {} if reason is None else {"reason": reason}
     return Call.post(_thread(thread_id, "/stop"), body, params={"branch_id": branch_id})
@@ -156,7 +171,7 @@ def set_model(
     model_params: dict[str, Any] | None = None,
     reasoning_carryover: Literal["keep", "omit_prior"] | None = None,
     branch_id: str | None = None,
-) -> Call:
+) -> Call[Appended]:
     """setModel: POST …/settings."""
     body: dict[str, Any] = {"model": dict(model)}
     if model_params is not None:
@@ -166,7 +181,7 @@ def set_model(
     return Call.post(_thread(thread_id, "/settings"), body, params={"branch_id": branch_id})
 
 
-def set_mode(thread_id: str, mode: str, *, branch_id: str | None = None) -> Call:
+def set_mode(thread_id: str, mode: str, *, branch_id: str | None = None) -> Call[Appended]:
     """setMode: POST …/mode."""
     return Call.post(_thread(thread_id, "/mode"), {"mode": mode}, params={"branch_id": branch_id})
 
@@ -178,9 +193,10 @@ def create_schedule(
     *,
     timezone: str | None = None,
     branch_id: str | None = None,
-) -> Call:
-    """createSchedule: POST …/schedules (ours; 201 the schedule). Not resent on doubt: a second
-    create is a second schedule."""
+) -> Call[Schedule]:
+    """createSchedule: POST …/schedules (ours; 201 the schedule): a cron schedule on the thread,
+    each occurrence starts a run with `input`. Not resent on doubt: a second create is a second
+    schedule."""
     body: dict[str, Any] = {"cron": cron, "input": input}
     if timezone is not None:
         body["timezone"] = timezone
@@ -189,30 +205,31 @@ def create_schedule(
     return Call.post(_thread(thread_id, "/schedules"), body, ok=201)
 
 
-def schedules(thread_id: str) -> Call:
+def schedules(thread_id: str) -> Call[list[Schedule]]:
     """listSchedules: GET …/schedules (ours; the thread's schedules, oldest first)."""
     return Call.get(_thread(thread_id, "/schedules"))
 
 
-def delete_schedule(thread_id: str, schedule_id: str) -> Call:
+def delete_schedule(thread_id: str, schedule_id: str) -> Call[ScheduleDeleted]:
     """deleteSchedule: DELETE …/schedules/{schedule_id} (ours; no further occurrences)."""
     return Call.delete(_thread(thread_id, f"/schedules/{seg(schedule_id)}"))
 
 
-def openapi() -> Call:
+def openapi() -> Call[dict[str, Any]]:
     """The served contract: GET /openapi.json (no token needed)."""
     return Call.get("/openapi.json")
 
 
 # ------------------------------------------------------------------ listing (ours)
-def threads(*, limit: int | None = None, before: str | None = None) -> Call:
+def threads(*, limit: int | None = None, before: str | None = None) -> Call[ThreadList]:
     """listThreads: GET /v1/threads (a page of the tenant's threads, newest first; `Link:
     rel="next"` names the next)."""
     return Call.get("/v1/threads", {"limit": limit, "before": before})
 
 
-def thread(thread_id: str) -> Call:
-    """getThread: GET /v1/threads/{thread_id} (its summary and branches)."""
+def thread(thread_id: str) -> Call[ThreadDetail]:
+    """getThread: GET /v1/threads/{thread_id} (its summary and branches with their status, open
+    approvals and questions, usage and cost)."""
     return Call.get(_thread(thread_id))
 
 

@@ -31,7 +31,7 @@ import random
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote, urlencode
 
 import httpx
@@ -85,9 +85,13 @@ class Retries:
         return base * (0.5 + random.random() / 2)
 
 
+R = TypeVar("R")
+
+
 @dataclass
-class Call:
-    """One route call: what to send, what success looks like, and whether a resend is safe."""
+class Call(Generic[R]):
+    """One route call: what to send, what success looks like, and whether a resend is safe.
+    `R` is the shape of its success body (for the client methods' types only)."""
 
     method: str
     path: str
@@ -99,11 +103,11 @@ class Call:
     idempotency_key: str | None = None
 
     @classmethod
-    def get(cls, path: str, params: Mapping[str, Any] | None = None) -> Call:
+    def get(cls, path: str, params: Mapping[str, Any] | None = None) -> Call[Any]:
         return cls("GET", path, params=_params(params), idempotent=True)
 
     @classmethod
-    def delete(cls, path: str) -> Call:
+    def delete(cls, path: str) -> Call[Any]:
         # Resending a delete removes nothing twice: at worst the resend answers not_found.
         return cls("DELETE", path, idempotent=True)
 
@@ -116,7 +120,7 @@ class Call:
         ok: int = 200,
         params: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
-    ) -> Call:
+    ) -> Call[Any]:
         headers = {}
         raw = None
         if body is not None:

@@ -4,7 +4,7 @@ for retries and stream resume; a test keeps the two sets of signatures equal).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Literal, cast, overload
 
 import httpx
@@ -27,18 +27,13 @@ from ._core import (
     retry_after_exception,
     retry_after_response,
 )
+from ._methods import async_method
 from .types import (
     Appended,
-    BranchInfo,
-    BranchRef,
     ForkPoint,
-    PendingApproval,
     RunAccepted,
     RunOutcome,
-    Schedule,
-    ScheduleDeleted,
     StreamMessage,
-    ThreadDetail,
     ThreadList,
     Timeline,
 )
@@ -229,25 +224,7 @@ class AsyncClient:
             await asyncio.sleep(delay)
 
     # -------------------------------------------------------------- runs
-    async def start_run(
-        self,
-        agent: str,
-        input: _calls.Input,
-        *,
-        thread_id: str | None = None,
-        branch_id: str | None = None,
-        budget: dict[str, int] | None = None,
-        idempotency_key: str | None = None,
-    ) -> RunAccepted:
-        call = _calls.start_run(
-            agent,
-            input,
-            thread_id=thread_id,
-            branch_id=branch_id,
-            budget=budget,
-            idempotency_key=idempotency_key,
-        )
-        return cast(RunAccepted, await self.send(call))
+    start_run = async_method(_calls.start_run)
 
     async def run(
         self,
@@ -365,8 +342,7 @@ class AsyncClient:
         assert out is not None
         return out
 
-    async def branches(self, thread_id: str) -> list[BranchInfo]:
-        return cast("list[BranchInfo]", await self.send(_calls.branches(thread_id)))
+    branches = async_method(_calls.branches)
 
     async def fork_points(
         self,
@@ -379,36 +355,12 @@ class AsyncClient:
         call = _calls.fork_points(thread_id, branch_id, after_seq=after_seq, limit=limit)
         return [point async for page in self.pages(call) for point in page]
 
-    async def approvals(self, thread_id: str, branch_id: str | None = None) -> list[PendingApproval]:
-        return cast("list[PendingApproval]", await self.send(_calls.approvals(thread_id, branch_id)))
-
-    async def openapi(self) -> dict[str, Any]:
-        return cast("dict[str, Any]", await self.send(_calls.openapi()))
+    approvals = async_method(_calls.approvals)
+    openapi = async_method(_calls.openapi)
 
     # -------------------------------------------------------------- controls
-    async def fork(
-        self,
-        thread_id: str,
-        event_id: str,
-        *,
-        branch_id: str | None = None,
-        mode: Literal["live", "stub"] | None = None,
-        knowledge: Literal["pinned", "current"] | None = None,
-    ) -> BranchRef:
-        call = _calls.fork(thread_id, event_id, branch_id=branch_id, mode=mode, knowledge=knowledge)
-        return cast(BranchRef, await self.send(call))
-
-    async def decide(
-        self,
-        thread_id: str,
-        challenge_id: str,
-        decision: Literal["grant", "deny"],
-        *,
-        remember_rule: str | None = None,
-        reason: str | None = None,
-    ) -> Appended:
-        call = _calls.decide(thread_id, challenge_id, decision, remember_rule=remember_rule, reason=reason)
-        return cast(Appended, await self.send(call))
+    fork = async_method(_calls.fork)
+    decide = async_method(_calls.decide)
 
     async def approve(
         self,
@@ -423,91 +375,26 @@ class AsyncClient:
     async def deny(self, thread_id: str, challenge_id: str, *, reason: str | None = None) -> Appended:
         return await self.decide(thread_id, challenge_id, "deny", reason=reason)
 
-    async def answer(
-        self, thread_id: str, call_id: str, answer: str | Sequence[str], *, branch_id: str | None = None
-    ) -> Appended:
-        return cast(Appended, await self.send(_calls.answer(thread_id, call_id, answer, branch_id=branch_id)))
-
-    async def resolve_parked(
-        self,
-        thread_id: str,
-        effect_key: str,
-        resolution: Literal["assume_done", "assume_not_done"],
-        *,
-        branch_id: str | None = None,
-    ) -> Appended:
-        call = _calls.resolve_parked(thread_id, effect_key, resolution, branch_id=branch_id)
-        return cast(Appended, await self.send(call))
-
-    async def cancel(self, thread_id: str, branch_id: str | None = None) -> Appended:
-        return cast(Appended, await self.send(_calls.cancel(thread_id, branch_id)))
-
-    async def steer(
-        self,
-        thread_id: str,
-        text: str | None = None,
-        *,
-        content: list[dict[str, Any]] | None = None,
-        branch_id: str | None = None,
-    ) -> Appended:
-        call = _calls.steer(thread_id, text, content=content, branch_id=branch_id)
-        return cast(Appended, await self.send(call))
-
-    async def stop(
-        self, thread_id: str, reason: str | None = None, *, branch_id: str | None = None
-    ) -> Appended:
-        return cast(Appended, await self.send(_calls.stop(thread_id, reason, branch_id=branch_id)))
-
-    async def set_model(
-        self,
-        thread_id: str,
-        model: dict[str, str],
-        *,
-        model_params: dict[str, Any] | None = None,
-        reasoning_carryover: Literal["keep", "omit_prior"] | None = None,
-        branch_id: str | None = None,
-    ) -> Appended:
-        call = _calls.set_model(
-            thread_id,
-            model,
-            model_params=model_params,
-            reasoning_carryover=reasoning_carryover,
-            branch_id=branch_id,
-        )
-        return cast(Appended, await self.send(call))
-
-    async def set_mode(self, thread_id: str, mode: str, *, branch_id: str | None = None) -> Appended:
-        return cast(Appended, await self.send(_calls.set_mode(thread_id, mode, branch_id=branch_id)))
+    answer = async_method(_calls.answer)
+    resolve_parked = async_method(_calls.resolve_parked)
+    cancel = async_method(_calls.cancel)
+    steer = async_method(_calls.steer)
+    stop = async_method(_calls.stop)
+    set_model = async_method(_calls.set_model)
+    set_mode = async_method(_calls.set_mode)
 
     # -------------------------------------------------------------- schedules (ours)
-    async def create_schedule(
-        self,
-        thread_id: str,
-        cron: str,
-        input: str,
-        *,
-        timezone: str | None = None,
-        branch_id: str | None = None,
-    ) -> Schedule:
-        """A cron schedule on the thread: each occurrence starts a run with `input`."""
-        call = _calls.create_schedule(thread_id, cron, input, timezone=timezone, branch_id=branch_id)
-        return cast(Schedule, await self.send(call))
-
-    async def schedules(self, thread_id: str) -> list[Schedule]:
-        return cast(list[Schedule], await self.send(_calls.schedules(thread_id)))
-
-    async def delete_schedule(self, thread_id: str, schedule_id: str) -> ScheduleDeleted:
-        return cast(ScheduleDeleted, await self.send(_calls.delete_schedule(thread_id, schedule_id)))
+    create_schedule = async_method(_calls.create_schedule)
+    schedules = async_method(_calls.schedules)
+    delete_schedule = async_method(_calls.delete_schedule)
 
     # -------------------------------------------------------------- listing (ours)
-    async def threads(self, *, limit: int | None = None, before: str | None = None) -> ThreadList:
-        return cast(ThreadList, await self.send(_calls.threads(limit=limit, before=before)))
+    threads = async_method(_calls.threads)
 
     def thread_pages(self, *, limit: int | None = None) -> AsyncIterator[ThreadList]:
         return cast("AsyncIterator[ThreadList]", self.pages(_calls.threads(limit=limit)))
 
-    async def thread(self, thread_id: str) -> ThreadDetail:
-        return cast(ThreadDetail, await self.send(_calls.thread(thread_id)))
+    thread = async_method(_calls.thread)
 
     async def has_operation(self, operation_id: str) -> bool:
         doc = await self.openapi()

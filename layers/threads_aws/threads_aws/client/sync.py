@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator
 from typing import Any, Literal, cast, overload
 
 import httpx
@@ -26,18 +26,13 @@ from ._core import (
     retry_after_exception,
     retry_after_response,
 )
+from ._methods import method
 from .types import (
     Appended,
-    BranchInfo,
-    BranchRef,
     ForkPoint,
-    PendingApproval,
     RunAccepted,
     RunOutcome,
-    Schedule,
-    ScheduleDeleted,
     StreamMessage,
-    ThreadDetail,
     ThreadList,
     Timeline,
 )
@@ -247,27 +242,7 @@ class Client:
             time.sleep(delay)
 
     # -------------------------------------------------------------- runs
-    def start_run(
-        self,
-        agent: str,
-        input: _calls.Input,
-        *,
-        thread_id: str | None = None,
-        branch_id: str | None = None,
-        budget: dict[str, int] | None = None,
-        idempotency_key: str | None = None,
-    ) -> RunAccepted:
-        """Start a run (a new thread unless `thread_id`). The Idempotency-Key is generated unless
-        given; retries reuse it, and a failure carries it as `error.idempotency_key`."""
-        call = _calls.start_run(
-            agent,
-            input,
-            thread_id=thread_id,
-            branch_id=branch_id,
-            budget=budget,
-            idempotency_key=idempotency_key,
-        )
-        return cast(RunAccepted, self.send(call))
+    start_run = method(_calls.start_run)
 
     def run(
         self,
@@ -394,8 +369,7 @@ class Client:
         assert out is not None
         return out
 
-    def branches(self, thread_id: str) -> list[BranchInfo]:
-        return cast("list[BranchInfo]", self.send(_calls.branches(thread_id)))
+    branches = method(_calls.branches)
 
     def fork_points(
         self,
@@ -409,36 +383,12 @@ class Client:
         call = _calls.fork_points(thread_id, branch_id, after_seq=after_seq, limit=limit)
         return [point for page in self.pages(call) for point in page]
 
-    def approvals(self, thread_id: str, branch_id: str | None = None) -> list[PendingApproval]:
-        return cast("list[PendingApproval]", self.send(_calls.approvals(thread_id, branch_id)))
-
-    def openapi(self) -> dict[str, Any]:
-        return cast("dict[str, Any]", self.send(_calls.openapi()))
+    approvals = method(_calls.approvals)
+    openapi = method(_calls.openapi)
 
     # -------------------------------------------------------------- controls
-    def fork(
-        self,
-        thread_id: str,
-        event_id: str,
-        *,
-        branch_id: str | None = None,
-        mode: Literal["live", "stub"] | None = None,
-        knowledge: Literal["pinned", "current"] | None = None,
-    ) -> BranchRef:
-        call = _calls.fork(thread_id, event_id, branch_id=branch_id, mode=mode, knowledge=knowledge)
-        return cast(BranchRef, self.send(call))
-
-    def decide(
-        self,
-        thread_id: str,
-        challenge_id: str,
-        decision: Literal["grant", "deny"],
-        *,
-        remember_rule: str | None = None,
-        reason: str | None = None,
-    ) -> Appended:
-        call = _calls.decide(thread_id, challenge_id, decision, remember_rule=remember_rule, reason=reason)
-        return cast(Appended, self.send(call))
+    fork = method(_calls.fork)
+    decide = method(_calls.decide)
 
     def approve(
         self,
@@ -454,93 +404,27 @@ class Client:
     def deny(self, thread_id: str, challenge_id: str, *, reason: str | None = None) -> Appended:
         return self.decide(thread_id, challenge_id, "deny", reason=reason)
 
-    def answer(
-        self, thread_id: str, call_id: str, answer: str | Sequence[str], *, branch_id: str | None = None
-    ) -> Appended:
-        return cast(Appended, self.send(_calls.answer(thread_id, call_id, answer, branch_id=branch_id)))
-
-    def resolve_parked(
-        self,
-        thread_id: str,
-        effect_key: str,
-        resolution: Literal["assume_done", "assume_not_done"],
-        *,
-        branch_id: str | None = None,
-    ) -> Appended:
-        call = _calls.resolve_parked(thread_id, effect_key, resolution, branch_id=branch_id)
-        return cast(Appended, self.send(call))
-
-    def cancel(self, thread_id: str, branch_id: str | None = None) -> Appended:
-        return cast(Appended, self.send(_calls.cancel(thread_id, branch_id)))
-
-    def steer(
-        self,
-        thread_id: str,
-        text: str | None = None,
-        *,
-        content: list[dict[str, Any]] | None = None,
-        branch_id: str | None = None,
-    ) -> Appended:
-        call = _calls.steer(thread_id, text, content=content, branch_id=branch_id)
-        return cast(Appended, self.send(call))
-
-    def stop(self, thread_id: str, reason: str | None = None, *, branch_id: str | None = None) -> Appended:
-        return cast(Appended, self.send(_calls.stop(thread_id, reason, branch_id=branch_id)))
-
-    def set_model(
-        self,
-        thread_id: str,
-        model: dict[str, str],
-        *,
-        model_params: dict[str, Any] | None = None,
-        reasoning_carryover: Literal["keep", "omit_prior"] | None = None,
-        branch_id: str | None = None,
-    ) -> Appended:
-        call = _calls.set_model(
-            thread_id,
-            model,
-            model_params=model_params,
-            reasoning_carryover=reasoning_carryover,
-            branch_id=branch_id,
-        )
-        return cast(Appended, self.send(call))
-
-    def set_mode(self, thread_id: str, mode: str, *, branch_id: str | None = None) -> Appended:
-        return cast(Appended, self.send(_calls.set_mode(thread_id, mode, branch_id=branch_id)))
+    answer = method(_calls.answer)
+    resolve_parked = method(_calls.resolve_parked)
+    cancel = method(_calls.cancel)
+    steer = method(_calls.steer)
+    stop = method(_calls.stop)
+    set_model = method(_calls.set_model)
+    set_mode = method(_calls.set_mode)
 
     # -------------------------------------------------------------- schedules (ours)
-    def create_schedule(
-        self,
-        thread_id: str,
-        cron: str,
-        input: str,
-        *,
-        timezone: str | None = None,
-        branch_id: str | None = None,
-    ) -> Schedule:
-        """A cron schedule on the thread: each occurrence starts a run with `input`."""
-        call = _calls.create_schedule(thread_id, cron, input, timezone=timezone, branch_id=branch_id)
-        return cast(Schedule, self.send(call))
-
-    def schedules(self, thread_id: str) -> list[Schedule]:
-        return cast(list[Schedule], self.send(_calls.schedules(thread_id)))
-
-    def delete_schedule(self, thread_id: str, schedule_id: str) -> ScheduleDeleted:
-        return cast(ScheduleDeleted, self.send(_calls.delete_schedule(thread_id, schedule_id)))
+    create_schedule = method(_calls.create_schedule)
+    schedules = method(_calls.schedules)
+    delete_schedule = method(_calls.delete_schedule)
 
     # -------------------------------------------------------------- listing (ours)
-    def threads(self, *, limit: int | None = None, before: str | None = None) -> ThreadList:
-        """One page of the tenant's threads, newest first (`before`: a cursor from a Link)."""
-        return cast(ThreadList, self.send(_calls.threads(limit=limit, before=before)))
+    threads = method(_calls.threads)
 
     def thread_pages(self, *, limit: int | None = None) -> Iterator[ThreadList]:
         """The tenant's threads page by page, newest first, following `Link: rel="next"`."""
         return cast("Iterator[ThreadList]", self.pages(_calls.threads(limit=limit)))
 
-    def thread(self, thread_id: str) -> ThreadDetail:
-        """One thread: its branches with their status, open approvals and questions, usage and
-        cost."""
-        return cast(ThreadDetail, self.send(_calls.thread(thread_id)))
+    thread = method(_calls.thread)
 
     def has_operation(self, operation_id: str) -> bool:
         """Whether the host's served contract has this operationId."""
