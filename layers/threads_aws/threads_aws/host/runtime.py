@@ -9,12 +9,15 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import observability, services
 from .http import dispatch, error_response, response
-from .keys import ApiKeys
-from .service import Host
+
+if TYPE_CHECKING:  # the Host graph loads with the first request (`services.host()`), never at import:
+    # the authorizer, the 405 route and /openapi.json never need it (tests/test_cold_import_modules.py)
+    from .keys import ApiKeys
+    from .service import Host
 
 
 def host() -> Host:

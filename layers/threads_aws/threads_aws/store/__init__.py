@@ -12,21 +12,52 @@ kind, each spelling its keys once:
   into the store).
 """
 
-from .artifacts import ArtifactStore
-from .branches import BRANCH_STATES, BranchRecord, NewBranch
-from .events import EventStore
-from .index import ThreadIndex, ThreadRecord
-from .names import ResourceNames
-from .records import (
-    AlreadyExists,
-    Companion,
-    CompanionFailed,
-    Head,
-    Lease,
-    NotFound,
-    StateConflict,
-    StoreError,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .artifacts import ArtifactStore
+    from .branches import BRANCH_STATES, BranchRecord, NewBranch
+    from .events import EventStore
+    from .index import ThreadIndex, ThreadRecord
+    from .names import ResourceNames
+    from .records import (
+        AlreadyExists,
+        Companion,
+        CompanionFailed,
+        Head,
+        Lease,
+        NotFound,
+        StateConflict,
+        StoreError,
+    )
+
+# Each name is loaded from its module on first use (PEP 562): importing one store module (say
+# `store.dynamo` or `store.names` on a handler's import path) must not load every row kind.
+_HOME = {
+    "ArtifactStore": "artifacts",
+    "BRANCH_STATES": "branches",
+    "BranchRecord": "branches",
+    "NewBranch": "branches",
+    "EventStore": "events",
+    "ThreadIndex": "index",
+    "ThreadRecord": "index",
+    "ResourceNames": "names",
+    **dict.fromkeys(
+        ("AlreadyExists", "Companion", "CompanionFailed", "Head", "Lease", "NotFound", "StateConflict"),
+        "records",
+    ),
+    "StoreError": "records",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BRANCH_STATES",
