@@ -8,7 +8,8 @@ What runs (the library's real paths, every AWS call counted by botocore event ho
 2. the snapshot at the turn end: the provider's capture check (`S3WorkspaceProvider.capture`)
    and the `snapshot` append through the Writer (`engine.snapshots.snapshot_draft` builds it);
 3. `POST …/forks` (`Host.fork`: the fork procedure with the S3 workspace provider: ledger row,
-   child branch, restore = manifest GET + a HeadObject per file, fork event, ready);
+   child branch, restore = the manifest's GET, verified (it pins every file by hash and size:
+   no per-file request), fork event, ready);
 4. the child's first write (`write_file`'s executor over the child's inherited manifest) and a
    read of one file.
 Bytes are request bodies sent plus response bodies received (S3 object bodies by length).
@@ -137,7 +138,7 @@ def main() -> None:
         child = host.fork(who, thread_id, branch, {"event_id": lines[0].event_id})["branch_id"]
         print(meter.line("fork (POST …/forks: ledger, child, restore + verify, fork event)"))
         print(
-            f"  a byte copy of the workspace would move {total:,} bytes; the fork read the manifest and {len(manifest)} object heads"
+            f"  a byte copy of the workspace would move {total:,} bytes; the fork read only the {len(manifest.to_bytes()):,}-byte manifest"
         )
 
         fold = ctx.writer.load(child).fold

@@ -298,13 +298,19 @@ def test_fork_typed_errors(aws: Any) -> None:
     assert _code(host.fork, ALICE, tid, b, {"event_id": point["event_id"]}) == "snapshot_manifest_mismatch"
     artifacts.s3.delete_object(Bucket=artifacts.bucket, Key=artifacts.key(manifest_hash))
     assert _code(host.fork, ALICE, tid, b, {"event_id": point["event_id"]}) == "snapshot_missing"
-    artifacts.seed(manifest_hash, good)
-    blob = json.loads(good)[0]["sha256"]
-    artifacts.s3.delete_object(Bucket=artifacts.bucket, Key=artifacts.key(blob))
-    assert _code(host.fork, ALICE, tid, b, {"event_id": point["event_id"]}) == "snapshot_missing"
     assert [len(host.stores.resources.rows(x.branch_id)) for x in host.index.list_branches("acme", tid)] == [
         0
     ]
+    # The restore reads only the manifest (it pins every file by sha256 and size; GC keeps an
+    # unexpired snapshot's files): a file object deleted out of band is found, typed, on read.
+    artifacts.seed(manifest_hash, good)
+    blob = json.loads(good)[0]["sha256"]
+    artifacts.s3.delete_object(Bucket=artifacts.bucket, Key=artifacts.key(blob))
+    c = host.fork(ALICE, tid, b, {"event_id": point["event_id"]})["branch_id"]
+    assert call(ctx, c, "read_file", {"path": "notes.txt"}).text.startswith("artifact_missing:")
+    artifacts.seed(blob, b"y")  # altered bytes under the key: the read refuses them
+    assert call(ctx, c, "read_file", {"path": "notes.txt"}).text.startswith("artifact_corrupt:")
+    assert call(ctx, c, "grep", {"pattern": "x"}).text.startswith("artifact_corrupt:")
     aws.clock.advance(8 * 86_400_000)
     assert _code(host.fork, ALICE, tid, b, {"event_id": point["event_id"]}) == "snapshot_expired"
     assert host.fork_points(ALICE, tid, b) == []

@@ -147,16 +147,13 @@ def fork_permits_real(case_dir: Path) -> bool:
 def _real_sandbox(env: CaseEnv, script: dict[str, Any]) -> Any:
     """The S3 workspace provider over the case's store, its snapshots stored as it stores them:
     each manifest as the artifact of its JCS bytes (so a manifest that doesn't hash to the log's
-    `manifest_hash` is simply not found), and an object of the listed size under each listed
-    file hash (cases ship no file bytes; a restore checks presence and size, never reads bytes)."""
+    `manifest_hash` is simply not found). Cases ship no file bytes and a restore needs none: it
+    verifies the manifest, which pins every file by hash and size (`sandbox.provider`)."""
     from ..core.canonical import canonical_bytes
     from ..sandbox.provider import S3WorkspaceProvider
 
     for spec in script.get("snapshots", {}).values():
         env.artifacts.put(canonical_bytes(spec["manifest"]), "application/json")
-        for entry in spec["manifest"]:
-            if env.artifacts.size(entry["sha256"]) is None:
-                env.artifacts.seed(entry["sha256"], b"\0" * entry["size"])
     return S3WorkspaceProvider(env.artifacts)
 
 

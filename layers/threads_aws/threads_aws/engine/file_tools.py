@@ -58,7 +58,11 @@ def _text(data: bytes, path: str) -> str:
         raise WorkspaceError("not_text", f"{path} is not UTF-8 text ({len(data)} bytes)") from None
 
 
-def _error(exc: WorkspaceError) -> ToolOutput:
+def _error(exc: WorkspaceError | LogError) -> ToolOutput:
+    """A typed error result; a LogError is a manifest or file object that is gone or altered
+    (`snapshot_missing`, `artifact_missing`, `artifact_corrupt`, ...): reads report it, typed."""
+    if isinstance(exc, LogError):
+        return ToolOutput(f"{exc.code}: {exc.message}", is_error=True)
     return ToolOutput(str(exc), is_error=True)
 
 
@@ -84,7 +88,7 @@ def run_read_file(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
                 "output_too_large", f"{path}: {len(text)} chars > {MAX_READ_CHARS}; read it with offset/limit"
             )
         return ToolOutput(text)
-    except WorkspaceError as exc:
+    except (WorkspaceError, LogError) as exc:
         return _error(exc)
 
 
@@ -106,7 +110,7 @@ def run_list_files(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
         shown = [f"{p}\t{m.get(p).size}" for p in paths[:MAX_LIST]]  # type: ignore[union-attr]
         more = len(paths) - len(shown)
         return ToolOutput("\n".join(shown) + (f"\n… {more} more" if more > 0 else ""))
-    except WorkspaceError as exc:
+    except (WorkspaceError, LogError) as exc:
         return _error(exc)
 
 
@@ -148,7 +152,7 @@ def run_glob(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
         rx = glob_regex(pattern.removeprefix("./"))
         hits = [p for p in _manifest(tc).paths() if rx.match(p)]
         return ToolOutput("\n".join(hits[:MAX_LIST]) if hits else "(no matches)")
-    except WorkspaceError as exc:
+    except (WorkspaceError, LogError) as exc:
         return _error(exc)
 
 
@@ -178,7 +182,7 @@ def run_grep(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
                     if len(hits) >= MAX_GREP_MATCHES:
                         return ToolOutput("\n".join(hits) + f"\n… stopped at {MAX_GREP_MATCHES} matches")
         return ToolOutput("\n".join(hits) if hits else "(no matches)")
-    except WorkspaceError as exc:
+    except (WorkspaceError, LogError) as exc:
         return _error(exc)
 
 

@@ -5,13 +5,18 @@ of a branch's workspace, whose files live content-addressed in the artifact stor
   bytes and then the manifest before their `effect_commit`; the capture is therefore durable
   and restorable once the manifest object exists (one HeadObject). Nothing runs in the
   workspace between calls, so there is nothing to freeze: `quiesced` lists no process.
-- Restore (`restore`): read the manifest by its hash (verified: its bytes hash to the
-  snapshot's `manifest_hash`), then check each file object exists with the manifest's size
-  (one HeadObject per file). Absent manifest or file → `snapshot_missing`; bytes or sizes that
-  differ → `snapshot_manifest_mismatch`. The child's workspace IS the snapshot's manifest (its
-  fold inherits it through the fork point), so a restore copies nothing and creates nothing:
-  `lookup` after a lost answer is a final not-found and `release` has nothing to delete (the
-  objects are shared; `sandbox.gc` collects the unreferenced ones).
+- Restore (`restore`): read the manifest by its hash, verified (its bytes hash to the
+  snapshot's `manifest_hash` and are the canonical form): absent → `snapshot_missing`, not
+  verifying → `snapshot_manifest_mismatch`. That one GetObject verifies the whole tree: every
+  entry names its file by sha256 and size, and a file object is its key's content (stored
+  content-addressed, conditional puts, bytes and length verified again on every read), so the
+  manifest pins every byte. Presence needs no HeadObject per file either: `sandbox.gc` never
+  deletes an object an unexpired snapshot's manifest or a live branch's log references, and the
+  fork is refused once the snapshot expired. (Out-of-band damage to the bucket still surfaces,
+  typed, when a file is read: `artifact_missing` / `artifact_corrupt`.) The child's workspace
+  IS the snapshot's manifest (its fold inherits it through the fork point), so a restore copies
+  nothing and creates nothing: `lookup` after a lost answer is a final not-found and `release`
+  has nothing to delete (the objects are shared; `sandbox.gc` collects the unreferenced ones).
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.canonical import new_uuid7
-from ..core.errors import LogError
 from .fork import Restored
 from .workspace import PROVIDER, Workspace
 
@@ -53,20 +57,8 @@ class S3WorkspaceProvider:
         }
 
     def restore(self, snapshot: dict[str, Any], operation_key: str) -> Restored:
-        manifest_hash = snapshot["manifest_hash"]
         self.calls += 1
-        manifest = self.workspace.manifest(manifest_hash)
-        for entry in manifest.entries():
-            self.calls += 1
-            size = self.artifacts.size(entry.sha256)
-            if size is None:
-                raise LogError("snapshot_missing", None, f"{entry.path}: object {entry.sha256} is gone")
-            if size != entry.size:
-                raise LogError(
-                    "snapshot_manifest_mismatch",
-                    None,
-                    f"{entry.path}: {size} bytes stored, {entry.size} listed",
-                )
+        manifest = self.workspace.manifest(snapshot["manifest_hash"])  # verified (module docstring)
         return Restored(f"workspace:{operation_key}", manifest.as_json())
 
     def lookup(self, operation_key: str) -> Restored | None:
