@@ -21,6 +21,7 @@ from ..writer import Draft, View
 from .bindings import executor_for, pinned_agent
 from .effects import Effects
 from .loop import HOST, RECOVERY, TOOL, result
+from .parallel import Parallel, candidates_after, group_at
 from .permissions import Decision, PermissionEngine, category_of, suggested_rules
 from .tools import Executor, ToolContext, ToolOutput
 
@@ -29,7 +30,7 @@ MAX_DEDUP_RESENDS = 3  # re-sends inside a dedup window after unknown outcomes; 
 QUESTION_TTL_MS = 24 * 3_600_000
 
 
-class Calls(Effects):
+class Calls(Effects, Parallel):
     def advance_call(self, view: View, call: Call) -> str | None:
         f = view.fold
         entry = f.effects.get(call.effect_key)
@@ -48,8 +49,9 @@ class Calls(Effects):
             # resolved as not done / safe to retry: dispatch again under the same key
             return self.dispatch(view, call, attempt=call.attempt + 1)
         if call.decision is None:
-            d = self.decision_for(view, call.name, call.input)
-            self.append(view, [Draft("permission_decision", d.data(call.call_id), HOST)])
+            # the concurrent calls after it are decided together, so they can run as one group
+            drafts = [d for c in candidates_after(self.ctx, f, call) for d in self.gate_drafts(view, c)]
+            self.append(view, drafts)
             return None
         if call.decision == "deny":
             self.append(
@@ -58,6 +60,10 @@ class Calls(Effects):
             return None
         if call.decision == "ask":
             return self.after_ask(view, call)
+        group = group_at(self.ctx, f, call)
+        if len(group) > 1:
+            self.run_group(view, group)  # the parallel read-only group (engine.parallel)
+            return None
         return self.dispatch(view, call, attempt=1)
 
     def step_mcp(self) -> Any:
@@ -86,6 +92,16 @@ class Calls(Effects):
             return False
         self.append(view, [draft])
         return True
+
+    def gate_drafts(self, view: View, call: Call | dict[str, Any]) -> list[Draft]:
+        """What gates a call before it runs (a Call, or a tool_call's data being recorded): its
+        `permission_decision`."""
+        call_id, name, args = (
+            (call.call_id, call.name, call.input)
+            if isinstance(call, Call)
+            else (call["call_id"], call["name"], call["input"])
+        )
+        return [Draft("permission_decision", self.decision_for(view, name, args).data(call_id), HOST)]
 
     def after_ask(self, view: View, call: Call) -> str | None:
         """An `ask` call: challenge it, wait on its challenge, or act on the decision."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..core.canonical import canonical_bytes
 from ..store.functions import Functions, Invoked, NotSent, Uncertain
@@ -87,6 +87,8 @@ class LambdaTool:
     name: str
     function: str
     timeout_ms: int = 60_000
+    #: every invocation is its own sandbox: read-only calls may run side by side (engine.parallel)
+    concurrent: ClassVar[bool] = True
 
     def _invoke(self, body: bytes) -> Any:
         out = self.functions.invoke(self.function, body, timeout_ms=self.timeout_ms)

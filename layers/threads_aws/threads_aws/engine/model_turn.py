@@ -184,6 +184,5 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
                 "request_event_id": rid,
             }
             drafts.append(Draft("tool_call", call, MODEL))
-            decision = self.decision_for(view, part["name"], part["input"])
-            drafts.append(Draft("permission_decision", decision.data(part["call_id"]), HOST))
+            drafts += self.gate_drafts(view, call)  # hook and permission decisions (engine.calls)
         return drafts
