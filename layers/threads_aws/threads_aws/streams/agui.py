@@ -1,6 +1,6 @@
 """A run's stream as AG-UI protocol events (ag-ui-protocol 1.0 wire shape: camelCase dicts,
 `timestamp` = the log event's `time` in ms): a pure, stateful mapper (see `frames` for ordering,
-ids and resume).
+ids and resume; `agui_wire` for the events' shapes; `agui_interrupts` for its park/resume half).
 
 Runs. The threads run is one AG-UI run (`runId` = our run_id, `threadId` = the thread): its
 `user_input` → RUN_STARTED (the prompt echoed as `input.messages[0]`) + STATE_SNAPSHOT; its
@@ -45,13 +45,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import agui_wire as w
-from . import tools as t
-from .event_data import as_list, engine_rules, input_text, obj, summary
+from .agui_interrupts import Interrupts
+from .event_data import as_list, input_text, obj, summary
 from .frames import JsonObj, Mapper, Out, rfc3339
 from .text import Deltas, remainders
 
 
-class AgUiMapper(Mapper):
+class AgUiMapper(Interrupts, Mapper):
     def __init__(self, *, suggested_rules: Any = None) -> None:
         super().__init__()
         self._rules = suggested_rules
@@ -82,29 +82,6 @@ class AgUiMapper(Mapper):
         if self._ts is not None:
             data["timestamp"] = self._ts
         self._emit(data, stable=stable)
-
-    def _active(self) -> bool:
-        """Make sure an AG-UI run is open (a continuation after an interrupt); False when the
-        run has ended or not begun, and nothing may be sent."""
-        if self.ag_run is not None:
-            return True
-        if not self.suspended or self.run_id is None or self._seq is None:
-            return False
-        resume = list(self.resume)
-        if self.cancelling:
-            done = {r["interruptId"] for r in resume}
-            resume += [
-                {"interruptId": i["id"], "status": "cancelled"}
-                for i in self.parks.values()
-                if i["id"] not in done
-            ]
-        run_id = f"{self.run_id}:{self._seq}"
-        self._start(
-            run_id, {"threadId": self.thread_id, "runId": run_id, "messages": [], "resume": resume or None}
-        )
-        self.suspended = False
-        self.resume = []
-        return True
 
     def _start(self, run_id: str, input: JsonObj) -> None:
         self.ag_run = {"threadId": self.thread_id, "runId": run_id}
@@ -187,7 +164,7 @@ class AgUiMapper(Mapper):
         run, its step, and a message or tool call a cursor inside a group cut through."""
         return w.reopen(seen, self.state)
 
-    # ------------------------------------------------------------------ run boundaries
+    # ------------------------------------------------------------------ run boundaries (parks: Interrupts)
     def _ev_user_input(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         if self.ag_run is not None:
             self._finish("RUN_FINISHED", outcome={"type": "cancelled"})
@@ -204,84 +181,6 @@ class AgUiMapper(Mapper):
         typ, fields = w.run_end(str(d.get("reason")), d, self.output, self.last_text, self.budget)
         self._finish(typ, **fields)
         self.suspended = False
-
-    def _ev_parked(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        addr = obj(d.get("address"))
-        kind, pid = str(addr.get("kind")), str(addr.get("id"))
-        if not self._active():
-            return
-        self.parks[(kind, pid)] = self._interrupt(kind, pid, d)
-
-    def _ev_resumed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        addr = obj(d.get("address"))
-        self.parks.pop((str(addr.get("kind")), str(addr.get("id"))), None)
-        if not self.parks:
-            self._active()
-
-    def _interrupt(self, kind: str, pid: str, d: Mapping[str, Any]) -> JsonObj:
-        expires = rfc3339(d.get("expires_at"))
-        if kind == "approval":
-            ch = self.challenges.get(pid, {})
-            call_id = str(ch.get("call_id", ""))
-            name, args = self.calls.get(call_id, ("tool", {}))
-            rules = self._rules(name, args) if self._rules else engine_rules(name, args)
-            return w.interrupt(
-                pid,
-                kind,
-                message=f"Allow {t.label_of(name, args)}?",
-                tool_call_id=call_id or None,
-                schema=w.approval_schema(rules),
-                expires=expires or rfc3339(ch.get("expires_at")),
-            )
-        if kind == "input":
-            args = self.calls.get(pid, ("ask_user", {}))[1]
-            message = str(args.get("question", "")) or None
-            return w.interrupt(
-                pid, kind, message=message, tool_call_id=pid, schema=w.answer_schema(args), expires=expires
-            )
-        if kind == "effect":
-            call_id = pid.rpartition(":")[2]
-            name, args = self.calls.get(call_id, ("tool", {}))
-            return w.interrupt(
-                pid,
-                "effect_unknown",
-                message=f"Did {t.label_of(name, args)} take effect?",
-                tool_call_id=call_id,
-                schema=w.resolution_schema(),
-                expires=expires,
-            )
-        return w.interrupt(pid, kind, expires=expires)
-
-    def _answered(self, interrupt_id: str, payload: JsonObj) -> None:
-        self.resume = [r for r in self.resume if r["interruptId"] != interrupt_id]
-        self.resume.append({"interruptId": interrupt_id, "status": "resolved", "payload": payload})
-
-    def _ev_approval_requested(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        self.challenges[str(d.get("challenge_id"))] = dict(d)
-
-    def _ev_approval_granted(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        self._answered(str(d.get("challenge_id")), {"decision": "grant"})
-
-    def _ev_approval_denied(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        payload: JsonObj = {"decision": "deny"}
-        if d.get("reason"):
-            payload["reason"] = d["reason"]
-        self._answered(str(d.get("challenge_id")), payload)
-
-    def _ev_permission_rule_added(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        for r in self.resume:
-            if r["interruptId"] == d.get("challenge_id"):
-                r["payload"] = {**r["payload"], "remember_rule": d.get("rule")}
-
-    def _ev_effect_resolved(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        key = next(
-            (p for (k, p) in self.parks if k == "effect" and p.endswith(":" + str(d.get("call_id")))), None
-        )
-        if key is not None:
-            self._answered(key, {"resolution": d.get("outcome")})
-
-    def _ev_cancel_requested(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        self.cancelling = True
 
     # ------------------------------------------------------------------ model
     def _ev_model_request(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:

@@ -3,7 +3,8 @@ stateful mapper (see `frames` for ordering, ids and resume).
 
 Order of a run: `turn{started, text: <prompt>}` → the session's events → the asks' endings →
 `done` or `error` → `turn{ended}`. The events' shapes are `craze_wire`'s (closed seed schema,
-keys in its order, zero values omitted); `at` = the log event's `time` (RFC 3339, UTC).
+keys in its order, zero values omitted); `at` = the log event's `time` (RFC 3339, UTC). The asks
+(permissions, questions, unknown effects) are `craze_asks`' half of the mapper.
 
 Mapping (craze-mapping.md §3, with these choices):
 - turns: `turn-<seq of the user_input>` (stable whatever part of the log a mapper was fed),
@@ -55,20 +56,19 @@ Mapping (craze-mapping.md §3, with these choices):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from . import craze_wire as w
 from . import tools as t
+from .craze_asks import Asks, Rules
 from .craze_wire import TERMINAL, craze_event
 from .event_data import as_list, engine_rules, input_text, obj, summary
 from .frames import JsonObj, Mapper, rfc3339
 from .text import Deltas, remainders
 
-Rules = Callable[[str, dict[str, Any]], list[str]]
 
-
-class CrazeMapper(Mapper):
+class CrazeMapper(Asks, Mapper):
     def __init__(self, *, suggested_rules: Rules | None = None) -> None:
         super().__init__()
         self._rules = suggested_rules or engine_rules
@@ -326,71 +326,6 @@ class CrazeMapper(Mapper):
 
     def _ev_todos_updated(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         self._out("todos", todos=w.todos(d.get("todos")))
-
-    # ------------------------------------------------------------------ asks
-    def _ev_approval_requested(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        cid, call_id = str(d.get("challenge_id")), str(d.get("call_id"))
-        name, args = self.inputs.get(call_id, ("tool", {}))
-        options = w.approval_options(self._rules(name, args))
-        self.options[cid] = options
-        self.asks[cid] = "permission"
-        self._out("permission", permission={"id": cid, "tool": t.label_of(name, args), "options": options})
-
-    def _ev_approval_granted(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        self.grant = (str(d.get("challenge_id")), dict(d))
-        self._publish(str(d.get("call_id")), status="in_progress")
-
-    def _ev_permission_rule_added(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        if self.grant is not None and d.get("challenge_id") == self.grant[0]:
-            self._end_grant(str(d.get("rule")))
-
-    def _end_grant(self, rule: str | None) -> None:
-        assert self.grant is not None
-        cid, _ = self.grant
-        self.grant = None
-        if cid in self.asks:
-            self._end_ask(
-                cid,
-                "permission",
-                outcome="answered",
-                by="client",
-                option=f"remember:{rule}" if rule else "grant",
-            )
-
-    def _ev_approval_denied(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        cid = str(d.get("challenge_id"))
-        if cid not in self.asks:
-            return
-        if d.get("reason") == "expired":
-            self._end_ask(cid, "permission", outcome="cancelled", by="call")
-        else:
-            self._end_ask(cid, "permission", outcome="answered", by="client", option="deny")
-
-    def _ev_parked(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        addr = obj(d.get("address"))
-        ask_id = str(addr.get("id"))
-        if addr.get("kind") == "input" and ask_id not in self.asks:
-            self.asks[ask_id] = "question"
-            self._out("question", question=w.question(ask_id, self.inputs.get(ask_id, ("ask_user", {}))[1]))
-        elif addr.get("kind") == "effect" and ask_id not in self.asks:
-            self.asks[ask_id] = "effect"
-            name, args = self.inputs.get(ask_id.rpartition(":")[2], ("tool", {}))
-            options = w.effect_options()
-            self.options[ask_id] = options
-            label = f"Did {t.label_of(name, args)} take effect?"
-            self._out("permission", permission={"id": ask_id, "tool": label, "options": options})
-
-    def _end_question(self, call_id: str, answer: str) -> None:
-        chosen = w.chosen_options(self.inputs.get(call_id, ("ask_user", {}))[1], answer)
-        self._end_ask(call_id, "question", outcome="answered", by="client", answers={"q1": chosen})
-
-    def _end_ask(
-        self, ask_id: str, kind: str, *, outcome: str, by: str, option: str | None = None, answers: Any = None
-    ) -> None:
-        self.asks.pop(ask_id, None)
-        options = self.options.get(ask_id, [])
-        ask = w.ask(ask_id, kind, outcome=outcome, by=by, option=option, answers=answers, options=options)
-        self._out("ask", ask=ask)
 
     # ------------------------------------------------------------------ state
     def _ev_settings_changed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
