@@ -1,0 +1,153 @@
+"""The asyncio client's run streams, `AsyncRunStream` and `AsyncEventStream`: `sync_stream`'s
+streams and connection loop for asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import TYPE_CHECKING, Any, cast
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from ._core import StreamState
+from .types import RunAccepted, RunOutcome, StreamMessage
+
+if TYPE_CHECKING:
+    from .aio import AsyncClient
+
+
+class AsyncRunStream(AsyncIterator[StreamMessage]):
+    """`RunStream` for asyncio: `async for msg in stream`, then `stream.result`
+    (or `await stream.wait()`)."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        thread_id: str,
+        run_id: str,
+        *,
+        after_seq: int = 0,
+        accepted: RunAccepted | None = None,
+        max_failures: int = 5,
+        thinking: bool = False,
+        through_parks: bool = False,
+        last_event_id: str | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.accepted = accepted
+        self._client = client
+        self._state = StreamState(
+            thread_id,
+            run_id,
+            after_seq,
+            max_failures=max_failures,
+            thinking=thinking,
+            through_parks=through_parks,
+            last_event_id=last_event_id,
+        )
+        self._gen = self._messages()
+
+    @property
+    def result(self) -> RunOutcome | None:
+        return cast("RunOutcome | None", self._state.result)
+
+    @property
+    def cursor(self) -> int:
+        return self._state.cursor
+
+    @property
+    def connections(self) -> int:
+        return self._state.connections
+
+    def __aiter__(self) -> AsyncRunStream:
+        return self
+
+    async def __anext__(self) -> StreamMessage:
+        return await self._gen.__anext__()
+
+    async def __aenter__(self) -> AsyncRunStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._gen.aclose()
+
+    async def wait(self) -> RunOutcome:
+        async for _ in self._gen:
+            pass
+        assert self.result is not None
+        return self.result
+
+    async def _messages(self) -> AsyncGenerator[StreamMessage, None]:
+        async for msg in _follow(self._client, self._state):
+            yield msg
+
+
+class AsyncEventStream(AsyncIterator[dict[str, Any]]):
+    """`EventStream` (craze or AG-UI events) for asyncio: `async for event in stream`."""
+
+    def __init__(self, client: AsyncClient, thread_id: str, state: StreamState) -> None:
+        self.thread_id = thread_id
+        self.run_id = state.run_id
+        self.format = state.format
+        self._client = client
+        self._state = state
+        self._gen = _follow(client, state)
+
+    @property
+    def ended(self) -> bool:
+        return self._state.ended
+
+    @property
+    def last_event_id(self) -> str | None:
+        return self._state.last_id
+
+    @property
+    def connections(self) -> int:
+        return self._state.connections
+
+    def __aiter__(self) -> AsyncEventStream:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        return cast("dict[str, Any]", await self._gen.__anext__())
+
+    async def __aenter__(self) -> AsyncEventStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._gen.aclose()
+
+
+async def _follow(client: AsyncClient, st: StreamState) -> AsyncGenerator[Any, None]:
+    """The connection loop (see `sync_stream._follow`)."""
+    http = client.http
+    while True:
+        delay: float | None
+        try:
+            async with aconnect_sse(
+                http, "GET", st.path, headers=st.request_headers(), timeout=client.stream_timeout
+            ) as source:
+                if source.response.status_code != 200:
+                    await source.response.aread()  # the error body, for the typed error
+                delay = st.connected(source.response)
+                if delay is None:
+                    async for sse in source.aiter_sse():
+                        msg = st.feed(sse.data, sse.retry, sse.id)
+                        if st.result is not None:
+                            return
+                        if msg is not None:
+                            yield msg
+                    delay = st.window_ended()
+                    if st.ended:
+                        return
+        except httpx.TransportError as exc:
+            delay = st.broken(exc)
+        await asyncio.sleep(delay)
