@@ -11,55 +11,21 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from ._core import StreamState
-from .types import RunAccepted, RunOutcome, StreamMessage
+from ._streams import EventFollow, RunFollow
+from .types import RunOutcome, StreamMessage
 
 if TYPE_CHECKING:
     from .aio import AsyncClient
 
 
-class AsyncRunStream(AsyncIterator[StreamMessage]):
+class AsyncRunStream(RunFollow["AsyncClient"], AsyncIterator[StreamMessage]):
     """`RunStream` for asyncio: `async for msg in stream`, then `stream.result`
     (or `await stream.wait()`)."""
 
-    def __init__(
-        self,
-        client: AsyncClient,
-        thread_id: str,
-        run_id: str,
-        *,
-        after_seq: int = 0,
-        accepted: RunAccepted | None = None,
-        max_failures: int = 5,
-        thinking: bool = False,
-        through_parks: bool = False,
-        last_event_id: str | None = None,
-    ) -> None:
-        self.thread_id = thread_id
-        self.run_id = run_id
-        self.accepted = accepted
-        self._client = client
-        self._state = StreamState(
-            thread_id,
-            run_id,
-            after_seq,
-            max_failures=max_failures,
-            thinking=thinking,
-            through_parks=through_parks,
-            last_event_id=last_event_id,
-        )
-        self._gen = self._messages()
+    _gen: AsyncGenerator[StreamMessage, None]
 
-    @property
-    def result(self) -> RunOutcome | None:
-        return cast("RunOutcome | None", self._state.result)
-
-    @property
-    def cursor(self) -> int:
-        return self._state.cursor
-
-    @property
-    def connections(self) -> int:
-        return self._state.connections
+    def _open(self) -> AsyncGenerator[StreamMessage, None]:
+        return self._messages()
 
     def __aiter__(self) -> AsyncRunStream:
         return self
@@ -87,28 +53,13 @@ class AsyncRunStream(AsyncIterator[StreamMessage]):
             yield msg
 
 
-class AsyncEventStream(AsyncIterator[dict[str, Any]]):
+class AsyncEventStream(EventFollow["AsyncClient"], AsyncIterator[dict[str, Any]]):
     """`EventStream` (craze or AG-UI events) for asyncio: `async for event in stream`."""
 
-    def __init__(self, client: AsyncClient, thread_id: str, state: StreamState) -> None:
-        self.thread_id = thread_id
-        self.run_id = state.run_id
-        self.format = state.format
-        self._client = client
-        self._state = state
-        self._gen = _follow(client, state)
+    _gen: AsyncGenerator[Any, None]
 
-    @property
-    def ended(self) -> bool:
-        return self._state.ended
-
-    @property
-    def last_event_id(self) -> str | None:
-        return self._state.last_id
-
-    @property
-    def connections(self) -> int:
-        return self._state.connections
+    def _open(self) -> AsyncGenerator[Any, None]:
+        return _follow(self._client, self._state)
 
     def __aiter__(self) -> AsyncEventStream:
         return self

@@ -13,13 +13,14 @@ import httpx
 from httpx_sse import connect_sse
 
 from ._core import StreamState
-from .types import RunAccepted, RunOutcome, StreamMessage
+from ._streams import EventFollow, RunFollow
+from .types import RunOutcome, StreamMessage
 
 if TYPE_CHECKING:
     from .sync import Client
 
 
-class RunStream(Iterator[StreamMessage]):
+class RunStream(RunFollow["Client"], Iterator[StreamMessage]):
     """A run's messages (`event`, `delta`, `status`) until its result; reconnects by itself.
 
         for msg in client.stream(thread_id, run_id):
@@ -31,45 +32,10 @@ class RunStream(Iterator[StreamMessage]):
     leaving a `with` block) drops the connection; `cursor` is the last event seq delivered,
     the `after_seq` to follow on later."""
 
-    def __init__(
-        self,
-        client: Client,
-        thread_id: str,
-        run_id: str,
-        *,
-        after_seq: int = 0,
-        accepted: RunAccepted | None = None,
-        max_failures: int = 5,
-        thinking: bool = False,
-        through_parks: bool = False,
-        last_event_id: str | None = None,
-    ) -> None:
-        self.thread_id = thread_id
-        self.run_id = run_id
-        self.accepted = accepted
-        self._client = client
-        self._state = StreamState(
-            thread_id,
-            run_id,
-            after_seq,
-            max_failures=max_failures,
-            thinking=thinking,
-            through_parks=through_parks,
-            last_event_id=last_event_id,
-        )
-        self._gen = self._messages()
+    _gen: Generator[StreamMessage, None, RunOutcome]
 
-    @property
-    def result(self) -> RunOutcome | None:
-        return cast("RunOutcome | None", self._state.result)
-
-    @property
-    def cursor(self) -> int:
-        return self._state.cursor
-
-    @property
-    def connections(self) -> int:
-        return self._state.connections
+    def _open(self) -> Generator[StreamMessage, None, RunOutcome]:
+        return self._messages()
 
     def __iter__(self) -> Generator[StreamMessage, None, RunOutcome]:
         return self._gen
@@ -98,7 +64,7 @@ class RunStream(Iterator[StreamMessage]):
         return cast("RunOutcome", self._state.result)
 
 
-class EventStream(Iterator[dict[str, Any]]):
+class EventStream(EventFollow["Client"], Iterator[dict[str, Any]]):
     """A run as craze or AG-UI events (`client.stream(..., format="craze" | "ag-ui")`): each one
     a dict as the host sent it (the craze seed schema's, or an AG-UI protocol event), until the
     host ends the run's stream; reconnects by itself with `Last-Event-ID` = the last id seen.
@@ -107,25 +73,10 @@ class EventStream(Iterator[dict[str, Any]]):
     `turn{phase: ended}` say how the run went); `ended` is True once the stream is over, and
     `last_event_id` is the id to follow on from later (`client.stream(..., last_event_id=)`)."""
 
-    def __init__(self, client: Client, thread_id: str, state: StreamState) -> None:
-        self.thread_id = thread_id
-        self.run_id = state.run_id
-        self.format = state.format
-        self._client = client
-        self._state = state
-        self._gen = _follow(client, state)
+    _gen: Generator[dict[str, Any], None, None]
 
-    @property
-    def ended(self) -> bool:
-        return self._state.ended
-
-    @property
-    def last_event_id(self) -> str | None:
-        return self._state.last_id
-
-    @property
-    def connections(self) -> int:
-        return self._state.connections
+    def _open(self) -> Generator[dict[str, Any], None, None]:
+        return _follow(self._client, self._state)
 
     def __iter__(self) -> Generator[dict[str, Any], None, None]:
         return self._gen
