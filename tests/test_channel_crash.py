@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from helpers.dev_process import DevProcess, dev_process
+from helpers.dev_process import DevProcess, dev_process, wait_until
 from threads_aws.fakes import slack as fs
 from threads_aws.fakes.slack import FakeSlack
 
@@ -24,34 +24,15 @@ READER = "dev:reader:acme:ops"  # a principal of the installation's tenant (read
 
 
 def wait(pred: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+    return wait_until(pred, timeout, what, every=0.2)
 
 
 def thread_ids(dev: DevProcess) -> list[str]:
-    import boto3
-    from threads_aws.store.inbox import Inbox
-
-    env = dev.env
-    ddb = boto3.client(
-        "dynamodb",
-        endpoint_url=env["AWS_ENDPOINT_URL"],
-        region_name=env["AWS_DEFAULT_REGION"],
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
-    return [r.thread_id for r in Inbox(ddb, env["STATE_TABLE"]).all_rows()]
+    return [r.thread_id for r in dev.inbox_rows()]
 
 
 def events(dev: DevProcess, thread_id: str) -> list[dict[str, Any]]:
-    status, body, _ = dev.call("GET", f"/v1/threads/{thread_id}/timeline", token=READER)
-    assert status == 200, body
-    return [e["event"] for e in body["entries"]]
+    return dev.timeline(thread_id, token=READER)
 
 
 def test_a_send_begun_before_a_kill_9_is_reconciled_not_resent(tmp_path: Path):

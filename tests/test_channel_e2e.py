@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.dev_process import DevProcess, dev_process
+from helpers.dev_process import DevProcess, dev_process, wait_until
 from threads_aws.fakes import slack as fs
 from threads_aws.fakes import whatsapp as fw
 from threads_aws.fakes.slack import FakeSlack
@@ -98,38 +98,18 @@ def slack_message(
     )
 
 
-def wait(pred, timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+wait = wait_until
 
 
 def inbox_rows(dev: DevProcess) -> list[Any]:
-    import boto3
-    from threads_aws.store.inbox import Inbox
-
-    e = dev.env
-    ddb = boto3.client(
-        "dynamodb",
-        endpoint_url=e["AWS_ENDPOINT_URL"],
-        region_name=e["AWS_DEFAULT_REGION"],
-        aws_access_key_id=e["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=e["AWS_SECRET_ACCESS_KEY"],
-    )
-    return Inbox(ddb, e["STATE_TABLE"]).all_rows()
+    return dev.inbox_rows()
 
 
 READER = "dev:reader:acme:ops"  # a principal of the installation's tenant (reads only)
 
 
 def thread_events(dev: DevProcess, thread_id: str) -> list[dict[str, Any]]:
-    status, body, _ = dev.call("GET", f"/v1/threads/{thread_id}/timeline", token=READER)
-    assert status == 200, body
-    return [e["event"] for e in body["entries"]]
+    return dev.timeline(thread_id, token=READER)
 
 
 def row_for(dev: DevProcess, item_key: str) -> Any:

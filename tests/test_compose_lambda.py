@@ -7,37 +7,28 @@ rules, and a crash anywhere around the invoke still records the effect exactly o
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import boto3
 import pytest
 from conftest import REGION, TEMPLATE
-from helpers.engine import events, grant, make_ctx, new_thread, of_type, run, say, types, verify_export
+from helpers.engine import (
+    Crash,
+    CrashingWriter,
+    events,
+    grant,
+    make_ctx,
+    new_thread,
+    of_type,
+    run,
+    say,
+    types,
+    verify_export,
+)
 from threads_aws.local.lambda_invoke import LocalLambda
 from threads_aws.local.runtime import Handlers
 from threads_aws.local.sam import parse_template
 from threads_aws.store.functions import Functions, client_config
-from threads_aws.writer import Writer
-
-
-class Crash(BaseException):
-    """A simulated process death (not an Exception: nothing may catch it)."""
-
-
-class CrashingWriter(Writer):
-    def __init__(self, base: Writer, at: int, when: str) -> None:
-        super().__init__(base.store, clock=base.clock)
-        self.at, self.when, self.n = at, when, 0
-
-    def append(self, branch_id: str, drafts: Sequence[Any], **kw: Any) -> Any:
-        self.n += 1
-        if self.n == self.at and self.when == "before":
-            raise Crash
-        out = super().append(branch_id, drafts, **kw)
-        if self.n == self.at and self.when == "after":
-            raise Crash
-        return out
 
 
 @pytest.fixture

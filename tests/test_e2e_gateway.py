@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.e2e import DEADLINE_S, MALLORY, REPO, TEMPLATE, Dev, types
+from helpers import e2e
+from helpers.e2e import DEADLINE_S, MALLORY, Dev, types
 
 HOOKS = """\
 import os, time
@@ -70,39 +70,9 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     tmp = tmp_path_factory.mktemp("e2e")
     hooks = tmp / "hooks.py"
     hooks.write_text(HOOKS)
-    exe = Path(sys.executable).with_name("threads-aws")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    # Short SSE windows so resubscription (Last-Event-ID) is exercised and tests stay fast.
-    env.update(E2E_HOOK_DIR=str(tmp), SSE_WAIT_MS="1500", SSE_POLL_MS="50", SSE_RETRY_MS="100")
-    log = open(tmp / "dev.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        # With a state dir (the command's default mode): every flow here runs through the journal.
-        [*cmd, "dev", "--port", "0", "--dev-tokens", "--preload", str(hooks), "--template", str(TEMPLATE),
-         "--state-dir", str(tmp / "state")],  # fmt: skip
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline().strip()
-        assert first.startswith("ready http://127.0.0.1:"), first + (tmp / "dev.log").read_text()[-3000:]
-        lines = [proc.stdout.readline().strip() for _ in range(4)]
-        store = next(line for line in lines if line.startswith("store: "))
-        store_env = dict(w.split("=", 1) for w in store.split()[1:] if "=" in w)
-        yield Dev(first.split(" ", 1)[1], store_env, tmp, proc)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        log.close()
-        if proc.stdout:
-            proc.stdout.close()
+    # With a state dir (the command's default mode): every flow here runs through the journal.
+    with e2e.dev(tmp, {"E2E_HOOK_DIR": str(tmp)}, ["--preload", str(hooks)]) as d:
+        yield d
 
 
 def parked_run(

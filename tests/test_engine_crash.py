@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from helpers.engine import (
     USER,
+    Crash,
+    CrashingWriter,
     events,
     grant,
     make_ctx,
@@ -23,27 +25,6 @@ from helpers.engine import (
 from threads_aws.core import projections
 from threads_aws.engine.step import EngineContext
 from threads_aws.writer import Draft, Writer
-
-
-class Crash(BaseException):
-    """A simulated process death (not an Exception: nothing may catch it)."""
-
-
-class CrashingWriter(Writer):
-    """Dies before (`when='before'`) or after (`'after'`) its `at`-th append."""
-
-    def __init__(self, base: Writer, at: int, when: str) -> None:
-        super().__init__(base.store, clock=base.clock)
-        self.at, self.when, self.n = at, when, 0
-
-    def append(self, branch_id: str, drafts: Sequence[Draft], **kw: Any) -> Any:
-        self.n += 1
-        if self.n == self.at and self.when == "before":
-            raise Crash
-        out = super().append(branch_id, drafts, **kw)
-        if self.n == self.at and self.when == "after":
-            raise Crash
-        return out
 
 
 def notes(aws: Any) -> int:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from typing import Any
 
 import pytest
 from helpers import e2e
-from helpers.e2e import TEMPLATE, Dev, types
+from helpers.e2e import Dev, types
 from threads_aws.fakes.models import FakeServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,38 +37,9 @@ def fake() -> Iterator[FakeServer]:
 @pytest.fixture(scope="module")
 def dev_on_fakes(tmp_path_factory: pytest.TempPathFactory, fake: FakeServer) -> Iterator[Dev]:
     tmp = tmp_path_factory.mktemp("e2e-providers")
-    exe = Path(sys.executable).with_name("threads-aws")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ANTHROPIC_", "OPENAI_"))}
-    env.pop("AGENTS_FILE", None)
-    env.update(fake.env(), SSE_WAIT_MS="1500", SSE_POLL_MS="50", SSE_RETRY_MS="100")
-    log = open(tmp / "dev.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [*cmd, "dev", "--port", "0", "--dev-tokens", "--template", str(TEMPLATE)]
-        + ["--state-dir", str(tmp / "state")],
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline().strip()
-        assert first.startswith("ready http://127.0.0.1:"), first + (tmp / "dev.log").read_text()[-3000:]
-        lines = [proc.stdout.readline().strip() for _ in range(4)]
-        store = next(line for line in lines if line.startswith("store: "))
-        store_env = dict(w.split("=", 1) for w in store.split()[1:] if "=" in w)
-        yield Dev(first.split(" ", 1)[1], store_env, tmp, proc)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        log.close()
-        if proc.stdout:
-            proc.stdout.close()
+    # The real adapters, pointed at the fakes: no provider variable or agents file of this shell.
+    with e2e.dev(tmp, fake.env(), drop_env=("AWS_", "ANTHROPIC_", "OPENAI_", "AGENTS_FILE")) as d:
+        yield d
 
 
 @pytest.mark.parametrize("agent", ["anthropic", "openai", "bedrock"])

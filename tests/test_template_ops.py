@@ -3,48 +3,15 @@ deploy` runs), checked for the stack's runtime and its operations resources."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from helpers.template import of_type, translate
 
 
 @pytest.fixture(scope="module")
 def resources() -> dict[str, Any]:
-    translator = pytest.importorskip("samtranslator.translator.transform")
-    from samtranslator.yaml_helper import yaml_parse
-
-    # Local CodeUri/ContentUri are what `sam package` replaces by S3 URIs; any will do here.
-    text = re.sub(
-        r"(CodeUri|ContentUri): \S+", r"\1: s3://bucket/key.zip", (REPO / "template.yaml").read_text()
-    )
-
-    class Policies:
-        def load(self) -> dict[str, str]:
-            names = (
-                "AWSLambdaBasicExecutionRole",
-                "AWSXrayWriteOnlyAccess",
-                "AWSLambdaSQSQueueExecutionRole",
-            )
-            return {n: f"arn:aws:iam::aws:policy/service-role/{n}" for n in names}
-
-    import os
-
-    old = os.environ.get("AWS_DEFAULT_REGION")
-    os.environ["AWS_DEFAULT_REGION"] = old or "us-east-1"
-    try:
-        out = translator.transform(yaml_parse(text), {}, Policies())
-    finally:
-        if old is None:
-            os.environ.pop("AWS_DEFAULT_REGION", None)
-    return dict(out["Resources"])
-
-
-def of_type(res: dict[str, Any], kind: str) -> dict[str, Any]:
-    return {k: v for k, v in res.items() if v["Type"] == kind}
+    return translate()
 
 
 def test_one_runtime_one_architecture(resources):

@@ -1,5 +1,7 @@
 """`threads-aws dev` as a subprocess for tests that need the whole local host over real HTTP
-(its clients and caches never mix with other tests' moto mocks): start it, call it, stop it."""
+(its clients and caches never mix with other tests' moto mocks): start it, call it, follow a
+run's SSE windows like an EventSource, read timelines, stop it. The one dev-process helper:
+`helpers.e2e.Dev` is this with the end-to-end tests' names."""
 
 from __future__ import annotations
 
@@ -14,12 +16,24 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parents[2]
 ALICE = "dev:api:local:alice"
+STREAM_DEADLINE_S = 20
+
+
+def wait_until(pred: Any, timeout: float = 30.0, what: str = "condition", *, every: float = 0.1) -> Any:
+    """Poll `pred` until it returns something truthy (returned), failing after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(every)
 
 
 @dataclass
@@ -28,6 +42,32 @@ class DevProcess:
     env: dict[str, str]  # the store environment the banner prints
     proc: subprocess.Popen[str]
     log: Path
+    call_timeout: float = 60
+    seen: dict[str, Any] = field(default_factory=dict)  # what a test keeps across its steps
+
+    @property
+    def dir(self) -> Path:
+        """The test's directory the process runs in (its log, state dir, hook files)."""
+        return self.log.parent
+
+    def client(self, service: str) -> Any:
+        """A boto3 client of the dev host's in-process AWS (the banner's endpoint and region)."""
+        import boto3
+
+        e = self.env
+        return boto3.client(
+            service,
+            endpoint_url=e["AWS_ENDPOINT_URL"],
+            region_name=e["AWS_DEFAULT_REGION"],
+            aws_access_key_id=e.get("AWS_ACCESS_KEY_ID", "testing"),
+            aws_secret_access_key=e.get("AWS_SECRET_ACCESS_KEY", "testing"),
+        )
+
+    def inbox_rows(self) -> list[Any]:
+        """Every channel inbox row of the dev host's state table."""
+        from threads_aws.store.inbox import Inbox
+
+        return Inbox(self.client("dynamodb"), self.env["STATE_TABLE"]).all_rows()
 
     def call(
         self,
@@ -37,8 +77,9 @@ class DevProcess:
         *,
         token: str | None = ALICE,
         headers: dict[str, str] | None = None,
-        timeout: float = 60,
+        timeout: float | None = None,
     ) -> tuple[int, Any, dict[str, str]]:
+        timeout = self.call_timeout if timeout is None else timeout
         hs = dict(headers or {})
         if token is not None:
             hs["Authorization"] = f"Bearer {token}"
@@ -65,12 +106,47 @@ class DevProcess:
         assert status == 202, body
         return body  # type: ignore[no-any-return]
 
-    def timeline(self, thread_id: str) -> list[dict[str, Any]]:
+    def stream(
+        self, thread_id: str, run_id: str, last_id: int | None = None
+    ) -> tuple[list[dict[str, Any]], int | None, dict[str, Any]]:
+        """Follow the run until its result message, reconnecting after each window with
+        Last-Event-ID like an EventSource; returns (event messages, last id, RunOutcome)."""
+        events: list[dict[str, Any]] = []
+        deadline = time.monotonic() + STREAM_DEADLINE_S
+        while time.monotonic() < deadline:
+            headers = {} if last_id is None else {"Last-Event-ID": str(last_id)}
+            status, text, rh = self.call(
+                "GET", f"/v1/threads/{thread_id}/runs/{run_id}/events", headers=headers
+            )
+            assert status == 200, text
+            assert rh.get("Content-Type", "").startswith("text/event-stream")
+            for block in text.split("\n\n"):
+                fields: dict[str, str] = {}
+                for line in block.splitlines():
+                    name, _, value = line.partition(":")
+                    fields[name] = value.removeprefix(" ")
+                if "data" not in fields:
+                    continue
+                msg = json.loads(fields["data"])
+                if msg["kind"] == "result":
+                    assert "id" not in fields and msg["run_id"] == run_id
+                    return events, last_id, msg["result"]
+                if msg["kind"] in ("delta", "status"):  # transient: no id, never replayed
+                    assert "id" not in fields
+                    continue
+                seq = int(fields["id"])
+                assert last_id is None or seq > last_id, "a duplicate or out-of-order event"
+                assert msg["event"]["seq"] == seq
+                last_id = seq
+                events.append(msg["event"])
+        raise AssertionError(f"run {run_id} did not settle within {STREAM_DEADLINE_S}s")
+
+    def timeline(self, thread_id: str, token: str = ALICE) -> list[dict[str, Any]]:
         """Every event of the thread's main branch, following the pages' Link headers."""
         events: list[dict[str, Any]] = []
         query = ""
         while True:
-            status, body, headers = self.call("GET", f"/v1/threads/{thread_id}/timeline{query}")
+            status, body, headers = self.call("GET", f"/v1/threads/{thread_id}/timeline{query}", token=token)
             assert status == 200, body
             events += [e["event"] for e in body["entries"]]
             link = next((v for k, v in headers.items() if k.lower() == "link"), None)
@@ -91,13 +167,25 @@ class DevProcess:
             time.sleep(0.1)
 
 
+D = TypeVar("D", bound=DevProcess)
+
+
 @contextmanager
 def dev_process(
-    tmp: Path, env: dict[str, str] | None = None, args: list[str] | None = None
-) -> Iterator[DevProcess]:
+    tmp: Path,
+    env: dict[str, str] | None = None,
+    args: list[str] | None = None,
+    *,
+    drop_env: tuple[str, ...] = ("AWS_",),
+    cls: type[D] = DevProcess,  # type: ignore[assignment]
+) -> Iterator[D]:
+    """`threads-aws dev` on a free port with dev tokens and a state dir of its own under `tmp`;
+    this process's environment without the variables starting with `drop_env` (never a real
+    AWS account's), plus `env`; `args` appended to the command line. Stopped with SIGTERM (it
+    must exit 0) unless the test killed it."""
     exe = Path(sys.executable).with_name("threads-aws")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws"]
-    full = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    full = {k: v for k, v in os.environ.items() if not k.startswith(drop_env)}
     full.update(env or {})
     log_path = tmp / "dev.log"
     log = open(log_path, "w")  # noqa: SIM115 - closed below
@@ -117,7 +205,7 @@ def dev_process(
         lines = [proc.stdout.readline().strip() for _ in range(4)]
         store = next(line for line in lines if line.startswith("store: "))
         store_env = dict(w.split("=", 1) for w in store.split()[1:] if "=" in w)
-        yield DevProcess(first.split(" ", 1)[1], store_env, proc, log_path)
+        yield cls(first.split(" ", 1)[1], store_env, proc, log_path)
         if proc.poll() is None:  # a crash test may have killed it (kill -9) on purpose
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from threads_aws.agents import load_agents
@@ -12,7 +13,7 @@ from threads_aws.core.lines import StoredLine, header_line
 from threads_aws.engine.models import adapter_for
 from threads_aws.engine.step import EngineContext, StepOutcome, advance
 from threads_aws.store import NewBranch
-from threads_aws.writer import Draft
+from threads_aws.writer import Draft, Writer
 
 ALICE = {"issuer": "api", "subject": "alice", "tenant": "acme"}
 USER = {"kind": "user", "principal": ALICE}
@@ -80,3 +81,24 @@ def grant(ctx: EngineContext, branch_id: str, *, deny: bool = False) -> None:
     ctx.writer.append(
         branch_id, [Draft("resumed", {"address": addr, "cause_event_id": cause}, {"kind": "host"})]
     )
+
+
+class Crash(BaseException):
+    """A simulated process death (not an Exception: nothing may catch it)."""
+
+
+class CrashingWriter(Writer):
+    """Dies before (`when='before'`) or after (`'after'`) its `at`-th append."""
+
+    def __init__(self, base: Writer, at: int, when: str) -> None:
+        super().__init__(base.store, clock=base.clock)
+        self.at, self.when, self.n = at, when, 0
+
+    def append(self, branch_id: str, drafts: Sequence[Draft], **kw: Any) -> Any:
+        self.n += 1
+        if self.n == self.at and self.when == "before":
+            raise Crash
+        out = super().append(branch_id, drafts, **kw)
+        if self.n == self.at and self.when == "after":
+            raise Crash
+        return out
