@@ -184,30 +184,8 @@ class Gen(Exprs):
         req = sorted(n.required)
         children = {k: self.node(subs) for k, subs in n.props.items()}
         children = {k: c for k, c in children.items() if not c.trivial()}
-        loaded: dict[str, str] = {}
-        if req:
-            code.add(ind, "try:")
-            for k in req:
-                if k in children:
-                    loaded[k] = self.var()
-                    code.add(ind + 1, f"{loaded[k]} = {v}[{k!r}]")
-                else:
-                    code.add(ind + 1, f"{v}[{k!r}]")
-            code.add(ind, "except KeyError:")
-            self.fail(code, ind + 1, mode, path, f"must contain {req} properties")
-        counted = None
-        optional: list[str] = []
-        if n.allowed is not None:
-            optional = sorted(n.allowed - n.required)
-            bare = [k for k in optional if k not in children]
-            if set(req) <= n.allowed and len(bare) <= 4:
-                counted = str(len(req))
-                if optional:
-                    counted = self.var("n")
-                    code.add(ind, f"{counted} = {len(req)}")
-            else:
-                code.add(ind, f"if not {self.frozen(n.allowed)}.issuperset({v}):")
-                self.fail(code, ind + 1, mode, path, "must not contain additional properties")
+        loaded = self._emit_required(code, ind, req, children, v, path, mode)
+        counted, optional = self._emit_allowed(code, ind, n, req, children, v, path, mode)
         batched = self.emit_batch(code, ind, loaded, children)
         for k in sorted(set(children) | (set(n.allowed or ()) - n.required if counted else set())):
             child = children.get(k)
@@ -229,15 +207,7 @@ class Gen(Exprs):
                 code.add(ind + 1, f"{w} = {v}[{k!r}]")
                 self.emit(code, ind + 1, child, w, cpath, mode, None)
         if counted:
-            code.add(ind, f"if len({v}) != {counted}:")
-            if mode == "ok":
-                code.add(ind + 1, "return False")
-            else:
-                code.add(
-                    ind + 1,
-                    f"raise SchemaError({_path_expr(path)}, 'must not contain '"
-                    f" + str(sorted(set({v}) - {self.frozen(n.allowed)})) + ' properties')",
-                )
+            self._emit_key_count(code, ind, n, counted, v, path, mode)
         if n.min_props is not None:
             code.add(ind, f"if len({v}) < {n.min_props}:")
             self.fail(code, ind + 1, mode, path, f"must contain at least {n.min_props} properties")
@@ -252,6 +222,65 @@ class Gen(Exprs):
             code.add(ind, f"for {k}, {w} in {v}.items():")
             code.add(ind + 1, f"if {k} not in {self.frozen(own)}:")
             self.emit(code, ind + 2, child, w, (*path, ("key", k)), mode, None)
+
+    def _emit_required(
+        self, code: Code, ind: int, req: list[str], children: dict[str, Node], v: str, path: Path_, mode: str
+    ) -> dict[str, str]:
+        """Load the required keys in one `try` (a KeyError is the failure); key -> the variable
+        holding the value of each that has its own check."""
+        loaded: dict[str, str] = {}
+        if req:
+            code.add(ind, "try:")
+            for k in req:
+                if k in children:
+                    loaded[k] = self.var()
+                    code.add(ind + 1, f"{loaded[k]} = {v}[{k!r}]")
+                else:
+                    code.add(ind + 1, f"{v}[{k!r}]")
+            code.add(ind, "except KeyError:")
+            self.fail(code, ind + 1, mode, path, f"must contain {req} properties")
+        return loaded
+
+    def _emit_allowed(
+        self,
+        code: Code,
+        ind: int,
+        n: Node,
+        req: list[str],
+        children: dict[str, Node],
+        v: str,
+        path: Path_,
+        mode: str,
+    ) -> tuple[str | None, list[str]]:
+        """`additionalProperties: false`: either counted (the expression of the expected key
+        count, the optional keys counted as they are met) or one superset check."""
+        counted = None
+        optional: list[str] = []
+        if n.allowed is not None:
+            optional = sorted(n.allowed - n.required)
+            bare = [k for k in optional if k not in children]
+            if set(req) <= n.allowed and len(bare) <= 4:
+                counted = str(len(req))
+                if optional:
+                    counted = self.var("n")
+                    code.add(ind, f"{counted} = {len(req)}")
+            else:
+                code.add(ind, f"if not {self.frozen(n.allowed)}.issuperset({v}):")
+                self.fail(code, ind + 1, mode, path, "must not contain additional properties")
+        return counted, optional
+
+    def _emit_key_count(
+        self, code: Code, ind: int, n: Node, counted: str, v: str, path: Path_, mode: str
+    ) -> None:
+        code.add(ind, f"if len({v}) != {counted}:")
+        if mode == "ok":
+            code.add(ind + 1, "return False")
+        else:
+            code.add(
+                ind + 1,
+                f"raise SchemaError({_path_expr(path)}, 'must not contain '"
+                f" + str(sorted(set({v}) - {self.frozen(n.allowed)})) + ' properties')",
+            )
 
     def emit_array(
         self, code: Code, ind: int, n: Node, v: str, path: Path_, mode: str, known: frozenset[str] | None
