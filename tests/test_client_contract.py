@@ -16,7 +16,16 @@ from typing import Any
 
 import httpx
 import pytest
-from threads_aws.client import AsyncClient, Client, ConnectionFailed, Retries, _calls, _core, errors, types
+from threads_aws.client import (
+    AsyncClient,
+    Client,
+    ConnectionFailed,
+    Retries,
+    _calls,
+    _streams,
+    errors,
+    types,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SERVED = json.loads((REPO / "layers/threads_aws/threads_aws/host/openapi.json").read_text())
@@ -296,7 +305,7 @@ def test_async_timeline_pages_and_a_link_to_itself_stops():
 
 # ------------------------------------------------------------------ stream state
 def test_stream_state_drops_resent_events_and_keeps_retry():
-    st = _core.StreamState("t", "r", after_seq=3)
+    st = _streams.StreamState("t", "r", after_seq=3)
     ev = lambda seq: json.dumps({"kind": "event", "event": {"seq": seq}})  # noqa: E731
     assert st.feed(ev(3), None) is None  # at the cursor: already delivered
     assert st.feed(ev(4), 2500)["event"]["seq"] == 4 and st.retry_ms == 2500
@@ -313,7 +322,7 @@ def test_stream_state_drops_resent_events_and_keeps_retry():
 
 
 def test_stream_gives_up_after_consecutive_failures():
-    st = _core.StreamState("t", "r", max_failures=2)
+    st = _streams.StreamState("t", "r", max_failures=2)
     st.broken(httpx.ReadError("x"))
     st.broken(httpx.ReadError("x"))
     with pytest.raises(ConnectionFailed):

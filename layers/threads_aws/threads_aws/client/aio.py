@@ -16,7 +16,6 @@ from ._core import (
     Call,
     Format,
     Retries,
-    StreamState,
     check_format,
     connection_failed,
     headers,
@@ -27,6 +26,7 @@ from ._core import (
     retry_after_response,
 )
 from ._methods import async_method
+from ._streams import StreamState
 from .aio_stream import AsyncEventStream, AsyncRunStream
 from .types import Appended, ForkPoint, ThreadList, Timeline
 

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 import httpx
 from httpx_sse import aconnect_sse
 
-from ._core import StreamState
-from ._streams import EventFollow, RunFollow
+from ._streams import EventFollow, RunFollow, StreamState
 from .types import RunOutcome, StreamMessage
 
 if TYPE_CHECKING:

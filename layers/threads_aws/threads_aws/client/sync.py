@@ -15,7 +15,6 @@ from ._core import (
     Call,
     Format,
     Retries,
-    StreamState,
     check_format,
     connection_failed,
     headers,
@@ -26,6 +25,7 @@ from ._core import (
     retry_after_response,
 )
 from ._methods import method
+from ._streams import StreamState
 from .sync_stream import EventStream, RunStream
 from .types import Appended, ForkPoint, ThreadList, Timeline
 

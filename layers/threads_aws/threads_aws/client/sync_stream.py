@@ -1,7 +1,7 @@
 """The sync client's run streams: `RunStream` (native messages until the result) and
 `EventStream` (craze / AG-UI events until the host ends the stream), over one connection loop
 (`_follow`) that reconnects after each window, deadline or failure with the resume state of
-`_core.StreamState`."""
+`_streams.StreamState`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import httpx
 from httpx_sse import connect_sse
 
-from ._core import StreamState
-from ._streams import EventFollow, RunFollow
+from ._streams import EventFollow, RunFollow, StreamState
 from .types import RunOutcome, StreamMessage
 
 if TYPE_CHECKING:
