@@ -14,6 +14,7 @@ Lambda reads the same names from the environment: ``store.names.ResourceNames.fr
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -29,7 +30,11 @@ from ..store.names import ROLES, ResourceNames
 def _cfn_loader() -> type:
     import yaml
 
-    class CfnLoader(yaml.SafeLoader):
+    # libyaml's parser where PyYAML has it: the pure-Python one takes ~1 s for template.yaml
+    # (3,000 lines), and every moto-backed test and every `threads-aws dev` start loads it
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class CfnLoader(base):  # type: ignore[misc,valid-type]
         pass
 
     def construct(loader: Any, suffix: str, node: Any) -> dict[str, Any]:
@@ -50,6 +55,20 @@ def _cfn_loader() -> type:
 
 
 def load_template(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The parsed template (a fresh copy: callers may change it). Parsed once per file version
+    in a process (keyed by path, mtime and size)."""
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_mtime_ns, st.st_size)
+    if key not in _parsed:
+        _parsed.clear()
+        _parsed[key] = _parse_template(path)
+    return copy.deepcopy(_parsed[key])
+
+
+_parsed: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
+def _parse_template(path: str | os.PathLike[str]) -> dict[str, Any]:
     import yaml
 
     with open(path, encoding="utf-8") as fh:
