@@ -21,6 +21,7 @@ from threads_aws.fakes.slack import FakeSlack
 SECRET = "crash-slack-signing-secret"
 TEAM = "T0CRASH"
 READER = "dev:reader:acme:ops"  # a principal of the installation's tenant (reads only)
+LEASE_MS = 5000
 
 
 def wait(pred: Any, timeout: float, what: str) -> Any:
@@ -51,7 +52,12 @@ def test_a_send_begun_before_a_kill_9_is_reconciled_not_resent(tmp_path: Path):
         ]
     }
     (tmp_path / "channels.json").write_text(json.dumps(channels))
-    env = {"CHANNELS_FILE": str(tmp_path / "channels.json"), "SLACK_API_URL": slack.url}
+    env = {
+        "CHANNELS_FILE": str(tmp_path / "channels.json"),
+        "SLACK_API_URL": slack.url,
+        # the dead worker's lease lapses in seconds, not the deployed 60 s (services._lease_ttl_ms)
+        "RUN_STEP_LEASE_TTL_MS": str(LEASE_MS),
+    }
     ts = "1790000500.000100"
     replies = lambda: [m for m in slack.bot_messages("C1") if m.get("thread_ts") == ts]  # noqa: E731
     try:
@@ -73,7 +79,7 @@ def test_a_send_begun_before_a_kill_9_is_reconciled_not_resent(tmp_path: Path):
         with dev_process(tmp_path, env) as dev:  # the same state dir
             before = events(dev, thread_id)
             assert before[-1]["type"] == "effect_begin" and len(replies()) == 1
-            # the run step comes back; after the dead worker's lease (60 s) the send is reconciled
+            # the run step comes back; after the dead worker's lease (LEASE_MS) the send is reconciled
             done = wait(
                 lambda: (evs := events(dev, thread_id))[-1]["type"] == "tool_result" and evs,
                 150,
