@@ -104,6 +104,9 @@ def test_exec_runs_in_the_template_sandbox_function(url: str, tmp_path: Path) ->
         assert out["status"] == "completed", out
         assert "/tmp/ws-" in said(out) and "wrote out.txt" in said(out)
         assert "3\\n4" in said(done(client, "read out.txt", thread_id=t, branch_id=b))
+        big = approved(client, "exec: head -c 1048577 /dev/zero > big.bin", thread_id=t, branch_id=b)
+        assert "file_too_large" in said(big)  # typed, and nothing of the run became the workspace
+        assert "big.bin" not in said(done(client, "ls", thread_id=t, branch_id=b))
     export_verified(b, tmp_path)
 
 
