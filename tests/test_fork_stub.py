@@ -193,3 +193,60 @@ def test_a_crash_mid_stub_fork_is_never_resumed(aws: Any) -> None:
     assert ctx.store.head(child).state == "fork_failed"
     assert [x["branch_id"] for x in host.branches(ALICE, tid)] == [b]
     assert ctx.store.export(b) == parent_bytes
+
+
+@pytest.fixture
+def demo_mcp(monkeypatch: pytest.MonkeyPatch) -> Any:
+    from threads_aws.local.demo_mcp import DemoMcp
+
+    server = DemoMcp().start()
+    monkeypatch.setenv("THREADS_DEMO_MCP_URL", server.url)
+    yield server
+    server.stop()
+
+
+def test_a_read_only_mcp_call_is_external_too(aws: Any, demo_mcp: Any) -> None:
+    """A read-only call that reaches a server (an MCP tool) is answered from the recordings in
+    stub mode; the server never sees the child's calls, and a miss fails closed."""
+    import threads_aws
+    from threads_aws.agents import parse_agents
+    from threads_aws.core.lines import StoredLine, header_line
+    from threads_aws.store.protocol import NewBranch
+    from threads_aws.writer import Draft
+
+    spec = json.loads((Path(threads_aws.__file__).parent / "data" / "agents.json").read_text())["demo-tools"]
+    spec["tools"] = ["time", "write_file", "read_file"]
+    spec["permissions"]["allow"] = ["time", "write_file", "read_file"]
+    agent = parse_agents(json.dumps({"a": spec}))["a"]
+    host, ctx = make_host(aws), make_ctx(aws)
+    ctx.agents["a"] = agent  # a copy of the container's agents: this context's own
+    tid, b = "0192e000-0000-7000-8000-0000000000a1", "0192e000-0000-7000-8000-0000000000b1"
+    header = StoredLine.of_header(header_line(tid, b, ctx.clock()))
+    ctx.store.create_branch(
+        NewBranch(thread_id=tid, tenant="acme", branch_id=b, header=header, create_thread=True)
+    )
+    ctx.writer.append(b, [Draft("thread_started", agent.thread_started(), {"kind": "host"})])
+    say(ctx, b, "write notes.txt: v1")
+    run(ctx, b)
+    say(ctx, b, 'mcp: mcp__demo__lookup_rate {"currency": "usd"}')
+    run(ctx, b)
+    assert results(ctx, b)[-1]["preview"] == "1 USD = 0.92 EUR"
+    assert demo_mcp.calls == [("lookup_rate", {"currency": "usd"})]
+    (point,) = host.fork_points(ALICE, tid, b)
+    c = host.fork(ALICE, tid, b, {"event_id": point["event_id"], "mode": "stub"})["branch_id"]
+    stubs = json.loads(ctx.artifacts.get(ctx.store.head(c).stubs_sha256))["stubs"]
+    assert [(s["tool"], s["occurrence"], s["output"]) for s in stubs] == [
+        ("mcp__demo__lookup_rate", 0, "1 USD = 0.92 EUR")
+    ]
+
+    say(ctx, c, 'mcp: mcp__demo__lookup_rate {"currency": "usd"}')
+    run(ctx, c)
+    hit = results(ctx, c)[-1]
+    assert hit["origin"] == "executed" and hit["preview"] == "1 USD = 0.92 EUR"
+    missed = say(ctx, c, 'mcp: mcp__demo__lookup_rate {"currency": "gbp"}')
+    run(ctx, c)
+    assert results(ctx, c)[-1]["origin"] == "not_executed"
+    assert outcome(ctx, c, missed)["error"]["code"] == "unmatched_external_op"
+    assert "effect_begin" not in types(ctx, c)[point["seq"] :]  # read-only: no effect events
+    assert demo_mcp.calls == [("lookup_rate", {"currency": "usd"})]  # only the parent's
+    verify_export(ctx, c)

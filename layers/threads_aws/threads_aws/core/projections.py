@@ -480,27 +480,28 @@ def track_runs(events: Iterable[Event]) -> list[RunTrack]:
     run that spawned the child, ``resumed`` to the run holding the park, anything else to the
     last run.
 
-    A turn that ends ``error`` (no code) right after closing a call whose effect was settled
-    ``not_sent`` with ``not_executed``, no model request between, is a stub-mode miss that failed
-    closed (`sandbox.stubs`): its run fails ``unmatched_external_op``. A live loop always asks
-    the model again after such a result, so the shape only arises from a miss.
+    A turn that ends ``error`` (no code) right after closing a call ``not_executed`` that never
+    went out (its effect settled ``not_sent``, or no effect at all), no model request between,
+    is a stub-mode miss that failed closed (`sandbox.stubs`): its run fails
+    ``unmatched_external_op``. A live loop asks the model again after such a result (or ends
+    the turn ``cancelled``), so the shape only arises from a miss.
     """
     runs: list[RunTrack] = []
     cur: RunTrack | None = None  # run of the open turn
     child_owner: dict[Any, RunTrack] = {}
     purposes: dict[Any, Any] = {}
-    not_sent: set[Any] = set()  # calls whose latest effect event settled them not_sent
-    missed = False  # a not_sent call closed not_executed since the last model request
+    went_out: set[Any] = set()  # calls whose latest effect event isn't a not_sent settlement
+    missed = False  # a call that never went out closed not_executed since the last model request
     for ev in events:
         t = ev.get("type")
         d = _data(ev)
         last = runs[-1] if runs else None
         if t in ("effect_begin", "effect_commit", "effect_unknown", "effect_resolved"):
             if t == "effect_resolved" and d.get("outcome") == "not_sent":
-                not_sent.add(d.get("call_id"))
+                went_out.discard(d.get("call_id"))
             else:
-                not_sent.discard(d.get("call_id"))
-        elif t == "tool_result" and d.get("origin") == "not_executed" and d.get("call_id") in not_sent:
+                went_out.add(d.get("call_id"))
+        elif t == "tool_result" and d.get("origin") == "not_executed" and d.get("call_id") not in went_out:
             missed = True
         elif t in ("model_request", "user_input"):
             missed = False

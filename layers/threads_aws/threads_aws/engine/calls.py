@@ -15,6 +15,7 @@ from typing import Any
 from ..core.ask_user import ambiguous_options
 from ..core.canonical import canonical_hash, new_uuid7
 from ..core.fold import Call
+from ..sandbox import stubs
 from ..store.approvals import ApprovalRow
 from ..store.questions import QuestionRow
 from ..writer import Draft, View
@@ -217,6 +218,9 @@ class Calls(Effects, Parallel):
         )
         if not readonly:
             self.dispatch_effect(call, executor, tc, view)
+            return None
+        if rec.stubs_sha256 is not None and stubs.is_external(call):  # stub mode: never live
+            self.stubbed_read(view, call)
             return None
         out = _run(executor, call.input, tc)
         drafts = []

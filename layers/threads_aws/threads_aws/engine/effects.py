@@ -108,15 +108,17 @@ class Effects(StepBase):
 
     def stubbed(self, view: View, call: Call) -> ToolOutput | None:
         """A stub-mode branch's answer for an external call: its recording, or None after a miss
-        failed closed (settled `not_sent`, every call of the turn closed, the turn ended)."""
+        failed closed (an effect settled `not_sent`, every call of the turn closed, the turn
+        ended: `sandbox.stubs`)."""
         assert view.record.stubs_sha256 is not None
         found = stubs.match(stubs.load(self.ctx.artifacts, view.record.stubs_sha256), view.fold, call)
         if not isinstance(found, stubs.Miss):
             return ToolOutput(str(found["output"]), bool(found.get("is_error", False)))
-        drafts = [
-            Draft("effect_resolved", {"by": "adapter", "call_id": call.call_id, "outcome": "not_sent"}, HOST),
-            result(call.call_id, found.message(), "not_executed", True),
-        ]
+        drafts = []
+        if call.effect_class != "read_only":
+            data = {"by": "adapter", "call_id": call.call_id, "outcome": "not_sent"}
+            drafts.append(Draft("effect_resolved", data, HOST))
+        drafts.append(result(call.call_id, found.message(), "not_executed", True))
         drafts += [
             result(c, "Not executed: the run ended at an unmatched external operation.", "not_executed", True)
             for c in view.fold.pending
@@ -125,6 +127,12 @@ class Effects(StepBase):
         drafts.append(Draft("turn_completed", {"reason": "error"}, HOST))
         self.append_sticky(lambda v: drafts)
         return None
+
+    def stubbed_read(self, view: View, call: Call) -> None:
+        """A read-only external call on a stub-mode branch: its recorded result, never a call."""
+        out = self.stubbed(view, call)
+        if out is not None:
+            self.append(view, [result(call.call_id, out.text, "executed", out.is_error)])
 
     def clear_to_dispatch(self, begin_seq: int) -> bool:
         """Fencing right before a tool body starts, with one consistent read of the branch

@@ -14,10 +14,13 @@ operation goes live.
   the recording; nothing runs. A miss fails closed: the effect (begun, durable) is settled
   `not_sent` by the adapter, the call closes `not_executed`, and the turn ends `error`, which the
   run projection reports as `unmatched_external_op` (`core.projections`).
-- What is external: every effectful call except the workspace tools (`write_file`, `edit_file`,
-  `exec`). Those act on the child's own copy-on-write workspace (new content-addressed objects
-  and a manifest only this branch's log names; exec runs with no network and no AWS access), so
-  running them reaches nothing outside the branch. `read_only` tools have no effect at all.
+- What is external: every tool but the local built-ins (`LOCAL_TOOLS`): the workspace tools act
+  on the child's own copy-on-write workspace (new content-addressed objects and a manifest only
+  this branch's log names; exec runs with no network and no AWS access), `time`/`todo_write`
+  touch nothing outside the log. Everything else (the `note` row, Lambda and MCP tools, read-only
+  ones included: an MCP read still reaches its server) is answered from the recordings. A
+  read-only call has no effect events: its match is its `executed` result, a miss closes it
+  `not_executed` and ends the turn the same way.
 - No sandbox is restored for a stub fork and no resources row is written: nothing is created.
 """
 
@@ -33,13 +36,26 @@ from ..core.canonical import canonical_bytes, canonical_hash
 from ..core.fold import Call, Fold
 
 STUB_SANDBOX_ID = "stub"  # the fork event's sandbox_id: no sandbox was restored
-WORKSPACE_LOCAL = frozenset({"write_file", "edit_file", "exec"})
+LOCAL_TOOLS = frozenset(
+    {
+        "time",
+        "todo_write",
+        "ask_user",
+        "read_file",
+        "list_files",
+        "glob",
+        "grep",
+        "write_file",
+        "edit_file",
+        "exec",
+    }
+)
 _CACHE = 64
 _loaded: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
 
 
 def is_external(call: Call) -> bool:
-    return call.effect_class != "read_only" and call.name not in WORKSPACE_LOCAL
+    return call.name not in LOCAL_TOOLS
 
 
 def _settled_output(fold: Fold, call: Call, artifacts: Any) -> tuple[str, bool] | None:
@@ -58,14 +74,27 @@ def _settled_output(fold: Fold, call: Call, artifacts: Any) -> tuple[str, bool] 
     return str(body.get("text", "")), bool(body.get("is_error", False))
 
 
+def _read_results(fold: Fold, after_seq: int) -> dict[str, tuple[str, bool]]:
+    """The `executed` results after `after_seq`, by call_id (a read-only call's recording)."""
+    return {
+        ev["data"]["call_id"]: (str(ev["data"]["preview"]), bool(ev["data"]["is_error"]))
+        for ev in fold.events[after_seq:]
+        if ev["type"] == "tool_result" and ev["data"].get("origin") == "executed"
+    }
+
+
 def recordings(fold: Fold, after_seq: int, artifacts: Any) -> list[dict[str, Any]]:
     """The stubs of the external operations `fold`'s chain settled after `after_seq`."""
     seen: dict[tuple[str, str], int] = {}
     out: list[dict[str, Any]] = []
+    reads = _read_results(fold, after_seq)
     for call in sorted(fold.calls.values(), key=lambda c: c.seq):
         if call.seq <= after_seq or not is_external(call):
             continue
-        settled = _settled_output(fold, call, artifacts)
+        if call.effect_class == "read_only":
+            settled = reads.get(call.call_id)
+        else:
+            settled = _settled_output(fold, call, artifacts)
         if settled is None:
             continue
         key = (call.name, canonical_hash(call.input))
