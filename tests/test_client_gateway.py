@@ -34,7 +34,7 @@ from threads_aws.client import (
     TooLargeError,
     UnauthenticatedError,
 )
-from threads_aws.client._core import id_key
+from threads_aws.client._streams import id_key
 from threads_aws.client.errors import ApprovalDuplicateError
 from threads_aws.client.types import OUTCOMES, RunOutcome, Schedule
 
