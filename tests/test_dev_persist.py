@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -258,6 +258,18 @@ def _get(b: Booted, pk: str) -> dict[str, Any] | None:
     return got.get("Item")
 
 
+def _no_retries(client: Any) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client(
+        client.meta.service_model.service_name,
+        endpoint_url=client.meta.endpoint_url,
+        region_name=client.meta.region_name,
+        config=Config(retries={"mode": "standard", "max_attempts": 1}),
+    )
+
+
 def _state_keys(b: Booted) -> tuple[str, str]:
     desc = b.ddb.describe_table(TableName=b.resources.state_table)["Table"]["KeySchema"]
     return tuple(k["AttributeName"] for k in desc)  # type: ignore[return-value]
@@ -480,9 +492,12 @@ def test_a_journal_that_cannot_be_written_stops_the_server(boot: Any, tmp_path: 
     readonly = os.open(journal.path, os.O_RDONLY)
     os.dup2(readonly, journal._fd)  # the journal can no longer be written (EBADF)
     os.close(readonly)
+    # The refusal is a 500, which botocore retries (DynamoDB: 10 attempts, ~25 s of backoff per
+    # call): a client that asks once sees the same answer.
+    once = replace(b, ddb=_no_retries(b.ddb))
     with pytest.raises(ClientError, match="journal failed"):
-        _put(b, "lost", v="2")  # applied in memory, never acknowledged
+        _put(once, "lost", v="2")  # applied in memory, never acknowledged
     with pytest.raises(ClientError, match="journal failed"):
-        _get(b, "kept")  # and nothing more is served from a state the disk does not have
+        _get(once, "kept")  # and nothing more is served from a state the disk does not have
     b = boot(tmp_path)
     assert _get(b, "kept") is not None and _get(b, "lost") is None
