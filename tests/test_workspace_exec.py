@@ -206,3 +206,26 @@ def test_a_function_timeout_is_exec_failed(local_lambda: Any) -> None:
     local_lambda(timeout_s=1)
     with pytest.raises(RuntimeError, match="Sandbox.Timedout"):
         invoke({"command": "sleep 3", "files": [], "timeout_ms": 5_000})
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")  # a killed orphan may linger as a zombie until reaped
+
+
+def test_nothing_the_command_leaves_running_outlives_it(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm sandbox runs the next invocation (another branch's tree) in the same environment:
+    a background process of this one must not survive into it."""
+    monkeypatch.setenv("SANDBOX_TMP", str(tmp_path))
+    answer = run_sandbox({"command": "sleep 30 >/dev/null 2>&1 & echo $!", "files": [], "timeout_ms": 10_000})
+    assert answer["exit_code"] == 0 and not answer["timed_out"]
+    pid = int(answer["stdout"])
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)

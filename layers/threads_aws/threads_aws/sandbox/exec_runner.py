@@ -69,6 +69,13 @@ def _capture(root: Path, given: dict[str, tuple[int, str]]) -> dict[str, Any]:
     return {"changed": sorted(changed, key=lambda c: c["path"]), "deleted": sorted(set(given) - seen)}
 
 
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the group is empty: nothing was left behind
+
+
 def run(payload: dict[str, Any]) -> dict[str, Any]:
     timeout_ms = min(int(payload.get("timeout_ms", 30_000)), MAX_TIMEOUT_MS)
     root = Path(tempfile.mkdtemp(prefix="ws-", dir=os.environ.get("SANDBOX_TMP", "/tmp")))
@@ -98,6 +105,10 @@ def run(payload: dict[str, Any]) -> dict[str, Any]:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
         code = proc.returncode
+        # A warm Lambda runs the next invocation (another branch's tree, maybe another tenant's)
+        # in the same environment: nothing the command left running in the background may
+        # outlive it. (A process that made its own session escapes the group: see README.)
+        _kill_group(proc.pid)
         answer = _capture(root / "workspace", given)
         answer.update(
             exit_code=code,
