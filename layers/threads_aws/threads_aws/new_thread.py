@@ -1,11 +1,14 @@
-"""A new thread started by the host itself (a channel conversation's first message, an
-agent-declared schedule's first occurrence), as `Host` starts one for a run: the header, then
-`thread_started` of the agent (actor host), with the caller's side rows, in ONE transaction
-(`EventLog.create_branch`), so the thread exists iff they do."""
+"""A new thread: the header, `thread_started` of the agent (actor host) and the caller's first
+events (a run's `user_input`, a child's task), with the caller's side rows, in ONE transaction
+(`EventLog.create_branch`), so the thread exists iff they do. Every path that creates a thread
+comes here: `POST /v1/runs` (with its receipt), a channel conversation's first message, an
+agent-declared schedule's first occurrence, a subagent's child and a handoff's target (whose
+`thread_started.parent` names the event that created it)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .core.importer import Importer
@@ -17,6 +20,8 @@ from .writer import Draft, View, Writer
 
 HOST = {"kind": "host"}
 
+CompanionsFor = Sequence[Companion] | Callable[[list[StoredLine]], Sequence[Companion]]
+
 
 def start_thread(
     stores: Stores,
@@ -27,37 +32,22 @@ def start_thread(
     thread_id: str,
     branch_id: str,
     now_ms: int,
-    companions: Sequence[Companion] = (),
-) -> None:
+    companions: CompanionsFor = (),
+    started: dict[str, Any] | None = None,
+    drafts: Sequence[Draft] = (),
+) -> list[StoredLine]:
+    """Create the thread; its lines (thread_started first). `started` defaults to the agent's
+    `thread_started` data; `companions` may be built from the lines (a receipt names the run id).
+    An existing thread raises `AlreadyExists` and writes nothing."""
     header = StoredLine.of_header(header_line(thread_id, branch_id, now_ms))
+    spec = NewBranch(
+        thread_id=thread_id, tenant=tenant, branch_id=branch_id, header=header, create_thread=True
+    )
     importer = Importer(now=now_ms)
     importer.feed(header.raw)
-    rec = BranchRecord(
-        branch_id=branch_id,
-        thread_id=thread_id,
-        tenant=tenant,
-        parent_branch_id=None,
-        fork_at_seq=None,
-        state="ready",
-        head_seq=0,
-        head_hash=header.hash,
-        head_epoch=0,
-        head_verified=True,
-        writer_impl="threads-aws",
-        header_hash=header.hash,
-        created_at=now_ms,
-    )
-    lines = writer.build(
-        View(rec, importer), [Draft("thread_started", agent.thread_started(), HOST)], epoch=1, now=now_ms
-    )
-    stores.events.create_branch(
-        NewBranch(
-            thread_id=thread_id,
-            tenant=tenant,
-            branch_id=branch_id,
-            header=header,
-            create_thread=True,
-            lines=lines,
-            companions=list(companions),
-        )
-    )
+    view = View(BranchRecord.new(spec, created_at=now_ms), importer)
+    first = Draft("thread_started", started if started is not None else agent.thread_started(), HOST)
+    lines = writer.build(view, [first, *drafts], epoch=1, now=now_ms)
+    rows = companions(lines) if callable(companions) else companions
+    stores.events.create_branch(replace(spec, lines=lines, companions=list(rows), status=view.fold.status()))
+    return lines

@@ -19,13 +19,13 @@ from ..core.budgets import unenforceable
 from ..core.canonical import canonical_hash, new_uuid7
 from ..core.errors import LogError
 from ..core.fold import Fold, epoch_settings
-from ..core.importer import Importer
-from ..core.lines import StoredLine, header_line
-from ..store.branches import BranchRecord, NewBranch
+from ..core.lines import StoredLine
+from ..new_thread import start_thread
+from ..store.branches import BranchRecord
 from ..store.receipts import Receipt
 from ..store.records import Companion, CompanionFailed
-from ..writer import Draft, View
-from .base import HIDDEN, HOST, NOT_RUNNABLE, RETRIES, CompanionsOf, HostBase, user
+from ..writer import Draft
+from .base import HIDDEN, NOT_RUNNABLE, RETRIES, CompanionsOf, HostBase, user
 from .errors import ApiError, invalid, not_found
 from .principal import Principal
 
@@ -109,30 +109,24 @@ class Runs(HostBase):
     def _new_thread(
         self, principal: Principal, agent: Agent, user_input: dict[str, Any], key: str, body_hash: str
     ) -> dict[str, str]:
-        """Header, thread_started and the user_input built on a view of the branch-to-be, then
-        created with its thread and receipt in one transaction."""
+        """Header, thread_started and the user_input, created with the thread and the receipt in
+        one transaction (`new_thread.start_thread`)."""
         thread_id, branch_id, now = new_uuid7(), new_uuid7(), self.clock()
-        header = StoredLine.of_header(header_line(thread_id, branch_id, now))
-        spec = NewBranch(
-            thread_id=thread_id,
-            tenant=principal.tenant,
-            branch_id=branch_id,
-            header=header,
-            create_thread=True,
-        )
         started = agent.thread_started()
         settings = epoch_settings({"type": "thread_started", "data": started})
         _check_budgets(user_input, started["policy"], [settings or {}, *agent.fallback_settings()])
-        importer = Importer(now=now)
-        importer.feed(header.raw)
-        view = View(BranchRecord.new(spec, created_at=now), importer)
-        drafts = [
-            Draft("thread_started", started, HOST),
-            Draft("user_input", user_input, user(principal)),
-        ]
-        lines = self.writer.build(view, drafts, epoch=1, now=now)
-        receipt = self._receipt(principal, key, body_hash, thread_id, branch_id)(lines)
-        self.store.create_branch(_with(spec, lines, receipt, view.fold.status()))
+        lines = start_thread(
+            self.stores,
+            self.writer,
+            agent,
+            tenant=principal.tenant,
+            thread_id=thread_id,
+            branch_id=branch_id,
+            now_ms=now,
+            companions=self._receipt(principal, key, body_hash, thread_id, branch_id),
+            started=started,
+            drafts=[Draft("user_input", user_input, user(principal))],
+        )
         return _accepted(thread_id, branch_id, lines)
 
     def _continue(
@@ -216,14 +210,6 @@ def _check_budgets(
             "models (policy.models lacks the window, output cap or price) and "
             "policy.on_unknown_usage is not stop"
         )
-
-
-def _with(
-    spec: NewBranch, lines: Sequence[StoredLine], companions: Sequence[Companion], status: str
-) -> NewBranch:
-    from dataclasses import replace
-
-    return replace(spec, lines=lines, companions=companions, status=status)
 
 
 def _accepted(thread_id: str, branch_id: str, lines: list[StoredLine]) -> dict[str, str]:
