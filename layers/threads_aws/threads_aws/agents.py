@@ -285,6 +285,8 @@ AGENT_KEYS = frozenset(
         "schedules",
         "policy",
         "mcp_servers",
+        "subagents",
+        "handoffs",
     }
 )
 SCHEDULE_KEYS = frozenset({"name", "cron", "timezone", "input", "tenant"})
@@ -421,7 +423,73 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
             errs += _model_errors(fw, fb, adapter, params)
         errs += _policy_errors(where, spec.get("policy", {}))
         errs += _thread_budget_errors(where, spec)
+        errs += _composition_errors(where, spec, raw)
     return errs
+
+
+def _composition_errors(where: str, spec: dict[str, Any], raw: dict[str, Any]) -> list[str]:
+    """`subagents` / `handoffs`: lists of agent names of this file (the spawn_agent and handoff
+    tools' targets)."""
+    errs: list[str] = []
+    for key in ("subagents", "handoffs"):
+        names = spec.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) and n in raw for n in names):
+            errs.append(f"{where}: {key} must be a list of agent names of this file")
+    return errs
+
+
+_TEXT = {"minLength": 1, "type": "string"}
+#: A child budget (agent_spawned.budget, the child run's budget): the Budget keys, >= 1 of them.
+_BUDGET = {
+    "additionalProperties": False,
+    "minProperties": 1,
+    "properties": {
+        k: {"maximum": 9007199254740991, "minimum": 1, "type": "integer"}
+        for k in (
+            "max_cost_nanos",
+            "max_input_tokens",
+            "max_output_tokens",
+            "max_model_requests",
+            "max_turns",
+            "max_wall_ms",
+        )
+    },
+    "type": "object",
+}
+
+
+def _composition(raw: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], str]:
+    """The spawn_agent / handoff tool specs, their bindings and the system-text sentences for an
+    agent's `subagents` and `handoffs` (Render v1: the subagent and handoff list sentences).
+    Both tools' outcomes are recorded by their own events (agent_spawned, handoff) and can always
+    be looked up in the log: reconcilable, without effect events."""
+    tools: list[dict[str, Any]] = []
+    bindings: dict[str, dict[str, Any]] = {}
+    sentences = []
+    subs, hands = sorted(set(raw.get("subagents", []))), sorted(set(raw.get("handoffs", [])))
+    if subs:
+        tools.append(
+            {
+                "description": "Start a subagent on a task and wait for its result.",
+                "effect_class": "reconcilable",
+                "input_schema": _obj(["agent", "prompt"], agent={"enum": subs}, prompt=_TEXT, budget=_BUDGET),
+                "name": "spawn_agent",
+            }
+        )
+        bindings["spawn_agent"] = {"agents": subs, "kind": "spawn"}
+        sentences.append(f"You can delegate a task with spawn_agent to: {', '.join(subs)}.")
+    if hands:
+        tools.append(
+            {
+                "description": "Hand this conversation over to another agent; it continues there.",
+                "effect_class": "reconcilable",
+                "input_schema": _obj(["agent"], agent={"enum": hands}, message=_TEXT),
+                "name": "handoff",
+            }
+        )
+        bindings["handoff"] = {"agents": hands, "kind": "handoff"}
+        sentences.append(f"You can hand the conversation off with handoff to: {', '.join(hands)}.")
+    return tools, bindings, " ".join(sentences)
 
 
 def _thread_budget_errors(where: str, spec: dict[str, Any]) -> list[str]:
@@ -616,9 +684,12 @@ def _agent(name: str, raw: dict[str, Any]) -> Agent:
         binding = _binding(t)
         if binding is not None:
             bindings[t["name"]] = binding
+    composed, composed_bindings, sentences = _composition(raw)
+    tools += composed
+    bindings.update(composed_bindings)
     adapter = {"settings": {}, **raw["adapter"]}
     limits = _limits(raw.get("policy", {}))
-    instructions = raw["instructions"]
+    instructions = raw["instructions"] + (f"\n\n{sentences}" if sentences else "")
     if "output" in limits:
         from .core.canonical import canonical_bytes
 

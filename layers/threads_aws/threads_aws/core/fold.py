@@ -166,6 +166,8 @@ class Fold:
     mode: str = "default"
     # children, teams, compaction
     children: dict[str, str | None] = field(default_factory=dict)  # child_thread_id -> finished status
+    spawned: dict[str, dict[str, Any]] = field(default_factory=dict)  # call_id -> its agent_spawned event
+    handoff: dict[str, Any] | None = None  # the handoff event (after it, rule 26)
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     message_ids: set[str] = field(default_factory=set)
     boundary_after: dict[int, bool] = field(default_factory=dict)
@@ -617,6 +619,7 @@ class Fold:
 
     def _on_agent_spawned(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self.children.setdefault(d["child_thread_id"], None)
+        self.spawned[d["call_id"]] = ev
 
     def _on_agent_finished(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         child = d["child_thread_id"]
@@ -626,6 +629,7 @@ class Fold:
 
     def _on_handoff(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self.handed_off = True
+        self.handoff = ev
 
     def _on_todos_updated(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         ids = [t["id"] for t in d["todos"]]

@@ -45,3 +45,16 @@ def executor_for(
 
         return LambdaTool(ctx.functions, name, binding["function"], int(binding["timeout_ms"]))
     return None
+
+
+COMPOSITION = frozenset({"spawn", "handoff"})
+
+
+def composition_for(ctx: EngineContext, fold: Fold, name: str) -> dict[str, Any] | None:
+    """The pinned agent's `spawn_agent` / `handoff` binding (its allowed target agents): run by
+    the step itself (`engine.subagents`, `engine.handoff`), not by an executor."""
+    if name in ctx.tools:
+        return None
+    agent = pinned_agent(ctx, fold)
+    binding = (agent.bindings if agent is not None else {}).get(name)
+    return binding if binding is not None and binding.get("kind") in COMPOSITION else None

@@ -19,11 +19,13 @@ from ..sandbox import stubs
 from ..store.approvals import ApprovalRow
 from ..store.questions import QuestionRow
 from ..writer import Draft, View
-from .bindings import executor_for, pinned_agent
+from .bindings import composition_for, executor_for, pinned_agent
 from .effects import Effects
+from .handoff import Handoff
 from .loop import HOST, RECOVERY, TOOL, result
 from .parallel import Parallel, candidates_after, group_at
 from .permissions import Decision, PermissionEngine, category_of, suggested_rules
+from .subagents import Subagents
 from .tools import Executor, ToolContext, ToolOutput
 
 APPROVAL_TTL_MS = 24 * 3_600_000
@@ -31,9 +33,12 @@ MAX_DEDUP_RESENDS = 3  # re-sends inside a dedup window after unknown outcomes; 
 QUESTION_TTL_MS = 24 * 3_600_000
 
 
-class Calls(Effects, Parallel):
+class Calls(Effects, Parallel, Subagents, Handoff):
     def advance_call(self, view: View, call: Call) -> str | None:
         f = view.fold
+        spawned = f.spawned.get(call.call_id)
+        if spawned is not None:  # its child exists or is being created (engine.subagents)
+            return self.await_child(view, call, spawned)
         entry = f.effects.get(call.effect_key)
         if entry is not None:
             if entry["status"] == "unknown":
@@ -123,7 +128,8 @@ class Calls(Effects, Parallel):
         f = view.fold
         spec = f.tools.get(name)
         mode = f.mode
-        if spec is None or (name != "ask_user" and executor_for(self.ctx, f, name, self.step_mcp) is None):
+        runnable = executor_for(self.ctx, f, name, self.step_mcp) or composition_for(self.ctx, f, name)
+        if spec is None or (name != "ask_user" and runnable is None):
             return Decision("deny", "default", None, mode)
         schema = spec.get("input_schema")
         from ..core.output_schema import validates  # compiled lazily: keeps the worker's cold start small
@@ -197,6 +203,9 @@ class Calls(Effects, Parallel):
     def dispatch(self, view: View, call: Call, *, attempt: int) -> str | None:
         if call.name == "ask_user":
             return self.ask_user(view, call)
+        composed = composition_for(self.ctx, view.fold, call.name)
+        if composed is not None:  # recorded by its own events, never an effect
+            return self.spawn(view, call) if composed["kind"] == "spawn" else self.hand_off(view, call)
         executor = executor_for(self.ctx, view.fold, call.name, self.step_mcp)
         if executor is None:
             self.append(

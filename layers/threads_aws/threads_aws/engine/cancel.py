@@ -1,7 +1,8 @@
 """Cancel: a `cancel_requested` barrier stops all dispatch (semantics.md §4).
 
 Calls that never began close `not_executed`; one that began and may have taken effect closes
-`interrupted` (never "didn't run"); in-doubt effects settle or park first (rule 11: no
+`interrupted` (never "didn't run"); a spawn call runs to its child's end first (the barrier is
+copied to the child: tree cancel, `engine.subagents`); in-doubt effects settle or park first (rule 11: no
 `cancelled` while an effect is begun or unknown); then every open park is resumed by the cancel,
 and `cancelled` + `turn_completed{cancelled}` end the turn.
 """
@@ -15,6 +16,7 @@ from ..writer import Draft, View
 from .effects import Effects
 from .loop import HOST, result
 from .model_turn import abandon_open_attempts
+from .subagents import Subagents
 
 INTERRUPTED_PREVIEW = "Interrupted by a cancel: the call began and may or may not have taken effect."
 NOT_EXECUTED_PREVIEW = "Not executed: the turn was cancelled."
@@ -28,12 +30,15 @@ def open_cancel(f: Fold) -> dict[str, Any] | None:
     return None if ev["event_id"] in f.cancels_settled else ev
 
 
-class Cancel(Effects):
+class Cancel(Effects, Subagents):
     def cancel_turn(self, view: View, cancel: dict[str, Any]) -> str | None:
         f = view.fold
         if f.awaiting:
             self.append(view, abandon_open_attempts(f, "cancelled"))
             return None
+        for call_id in f.pending:
+            if call_id in f.spawned:  # run to the child's end first (engine.subagents)
+                return self.cancel_spawn(view, f.calls[call_id], cancel)
         closing: list[Draft] = []
         for call_id in f.pending:
             call = f.calls[call_id]

@@ -62,6 +62,8 @@ def advance(ctx: EngineContext, branch_id: str, *, holder_id: str, deadline_ms: 
             state = step.run_replies() or state
         if state == "idle":
             step.wake_inbox()
+        if state in ("idle", "parked"):
+            step.notify_parent()  # a child that settled wakes the parent waiting on it
         return StepOutcome(state, step.appended, step.wake_at if state == "wait" else None, step.armed)
     finally:
         step.close_mcp()  # MCP connections live for one step, never across invocations
@@ -112,6 +114,8 @@ class _Step(ModelTurn, Cancel, Replies):
             return None
         cancel = open_cancel(f)
         if not f.turn_open:
+            if f.handed_off and self.ensure_target(view):  # a crash before the target started
+                return None
             if cancel is not None and f.open_effects == 0:
                 self.append(view, [Draft("cancelled", {"request_event_id": cancel["event_id"]}, HOST)])
                 return None
@@ -173,7 +177,10 @@ class _Step(ModelTurn, Cancel, Replies):
         f = view.fold
         for (kind, ident), addr in f.parked.items():
             cause_seq = 0
-            if kind == "approval":
+            if kind == "child":  # the child is no longer parked (engine.subagents)
+                cause_id = self.child_resumed(view, ident)
+                cause_seq = f.seq_of[cause_id] if cause_id is not None else 0
+            elif kind == "approval":
                 ch = f.challenges.get(ident)
                 if ch is not None and ch.consumed:
                     cause_seq = ch.decided_seq

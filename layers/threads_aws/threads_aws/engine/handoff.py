@@ -1,0 +1,124 @@
+"""Handoff: a `handoff` call moves the conversation to a new thread of another agent (semantics
+§8 "handoff"; rule 26).
+
+Ordering (derived from the source's log, so a crash anywhere repeats nothing):
+1. On the source, one append: `handoff{call_id, to_agent, to_thread_id, forwarded: summary,
+   forwarded_ref}` (the target's id minted here, the forwarded text stored as an artifact before
+   the event names it), the call's `tool_result`, every later pending call closed
+   `not_executed`, and `turn_completed{handoff}`. After it the source takes no `user_input`,
+   `steer` or `model_request` (rule 26, the fold), and its run ends `handed_off`.
+2. The target: header + `thread_started{…, parent{thread_id, branch_id, event_id: the handoff,
+   relation: handoff}}` + `user_input{source: handoff, text: the forwarded text}` in one
+   transaction (`new_thread.start_thread`), then its run step. A source step that finds the
+   handoff and no target thread (a crash between 1 and 2) creates it (`ensure_target`).
+
+The target's budgets: its own, plus the source's as ancestors (`budget_plan` follows
+`thread_started.parent` whatever the relation); its approvals answer to the root's approvers
+(`host.authority` follows the same link).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.canonical import new_uuid7
+from ..core.fold import Call, Fold
+from ..store.records import AlreadyExists
+from ..writer import Draft, View
+from .bindings import composition_for
+from .loop import HOST, StepBase, result
+from .subagents import on_behalf
+
+NOT_EXECUTED_PREVIEW = "Not executed: the conversation was handed off."
+
+
+class Handoff(StepBase):
+    def hand_off(self, view: View, call: Call) -> str | None:
+        f = view.fold
+        binding = composition_for(self.ctx, f, call.name) or {}
+        name = str(call.input.get("agent", ""))
+        source = (f.started or {}).get("agent_name", "")
+        if name not in binding.get("agents", ()) or name not in (self.ctx.agents or {}):
+            text = f"Agent {name!r} is not one this agent may hand off to here."
+            self.append(view, [result(call.call_id, text, "not_executed", True)])
+            return None
+        message = call.input.get("message")
+        forwarded = str(message) if message else f"Handed off from {source}. The user's request: {_asked(f)}"
+        ref = self.ctx.artifacts.put(forwarded.encode("utf-8"), "text/plain")
+        to_thread = new_uuid7()
+        data = {
+            "call_id": call.call_id,
+            "forwarded": "summary",
+            "forwarded_ref": ref,
+            "to_agent": name,
+            "to_thread_id": to_thread,
+        }
+        drafts = [
+            Draft("handoff", data, HOST),
+            result(call.call_id, f"Handed off to {name} (thread {to_thread}).", "executed", False),
+        ]
+        drafts += [
+            result(cid, NOT_EXECUTED_PREVIEW, "not_executed", True)
+            for cid in f.pending
+            if cid != call.call_id
+        ]
+        drafts.append(Draft("turn_completed", {"reason": "handoff"}, HOST))
+        self.append(view, drafts)
+        return None
+
+    def ensure_target(self, view: View) -> bool:
+        """Step 2 when the source handed off and its target doesn't exist yet; True if created."""
+        ev = view.fold.handoff
+        if ev is None:
+            return False
+        d = ev["data"]
+        tenant = view.record.tenant
+        thread = self.ctx.stores.threads.get_thread(tenant, d["to_thread_id"])
+        if thread is not None:  # created; wake it again (a lost enqueue, deduplicated if not)
+            self._wake_target(thread.main_branch_id)
+            return False
+        agent = (self.ctx.agents or {}).get(d["to_agent"])
+        if agent is None:
+            return False  # undeployed since: the handoff stays recorded, its target unstarted
+        started = agent.thread_started()
+        started["parent"] = {
+            "branch_id": ev["branch_id"],
+            "event_id": ev["event_id"],
+            "relation": "handoff",
+            "thread_id": ev["thread_id"],
+        }
+        text = self.ctx.artifacts.get_ref(d["forwarded_ref"]).decode("utf-8")
+        from ..new_thread import start_thread
+
+        branch_id = new_uuid7()
+        try:
+            start_thread(
+                self.ctx.stores,
+                self.ctx.writer,
+                agent,
+                tenant=tenant,
+                thread_id=d["to_thread_id"],
+                branch_id=branch_id,
+                now_ms=self.ctx.clock(),
+                started=started,
+                drafts=[Draft("user_input", {"source": "handoff", "text": text}, on_behalf(view.fold))],
+            )
+        except AlreadyExists:
+            return False
+        self._wake_target(branch_id)
+        return True
+
+    def _wake_target(self, branch_id: str) -> None:
+        if self.ctx.steps is not None:
+            try:
+                self.ctx.steps.enqueue(branch_id, reason="handoff")
+            except Exception:  # noqa: BLE001 - the target's input is durable; a later wake runs it
+                pass
+
+
+def _asked(f: Fold) -> str:
+    """The text of the source run's input (the request being handed over)."""
+    d: dict[str, Any] = (f.turn.opener or {}).get("data", {})
+    if "text" in d:
+        return str(d["text"])
+    return " ".join(str(p.get("text", "")) for p in d.get("content", []) if p.get("type") == "text")

@@ -1,0 +1,126 @@
+"""Handoff on moto with the demo model (issue 11 §3): `handoff: demo` moves the conversation to
+a new thread of the demo agent: `handoff` + the call's result + `turn_completed{handoff}` on the
+source (whose run ends handed_off and which takes no new input: rule 26), and on the target
+`thread_started.parent{relation: handoff}` + `user_input{source: handoff}` with the forwarded
+text; the source's budgets cover the target as ancestors; a crash between the handoff and the
+target's creation re-creates the target from the log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers.engine import events, make_ctx, new_thread, of_type, run, say, types, verify_export
+from helpers.host import ALICE, make_host
+from threads_aws.core import projections
+from threads_aws.core.errors import LogError
+from threads_aws.host.errors import ApiError
+from threads_aws.writer import Draft
+
+
+def target_of(ctx: Any, source: str) -> tuple[str, str]:
+    (ev,) = of_type(ctx, source, "handoff")
+    tid = ev["data"]["to_thread_id"]
+    thread = ctx.stores.threads.get_thread("acme", tid)
+    assert thread is not None
+    return tid, thread.main_branch_id
+
+
+def test_handoff_moves_the_conversation(aws: Any) -> None:
+    ctx = make_ctx(aws)
+    source = new_thread(ctx)
+    run_id = say(ctx, source, "handoff: demo")
+    assert run(ctx, source).state == "idle"
+    assert types(ctx, source)[-5:] == [
+        "tool_call",
+        "permission_decision",
+        "handoff",
+        "tool_result",
+        "turn_completed",
+    ]
+    hand = of_type(ctx, source, "handoff")[0]
+    d = hand["data"]
+    assert d["to_agent"] == "demo" and d["forwarded"] == "summary"
+    forwarded = ctx.artifacts.get_ref(d["forwarded_ref"]).decode()
+    assert forwarded == "Handed off from demo. The user's request: handoff: demo"
+    assert of_type(ctx, source, "turn_completed")[-1]["data"] == {"reason": "handoff"}
+    outcome = projections.run_outcome(events(ctx, source), run_id, thread_id="t", branch_id=source)
+    assert (
+        outcome is not None
+        and outcome["status"] == "handed_off"
+        and outcome["to_thread_id"] == d["to_thread_id"]
+    )
+
+    tid, target = target_of(ctx, source)
+    first = events(ctx, target)
+    assert first[0]["data"]["parent"] == {
+        "branch_id": source,
+        "event_id": hand["event_id"],
+        "relation": "handoff",
+        "thread_id": hand["thread_id"],
+    }
+    assert first[1]["data"] == {"source": "handoff", "text": forwarded}
+    assert first[1]["actor"] == {"kind": "host", "principal": ALICE.as_dict()}
+    assert run(ctx, target).state == "idle"
+    assert of_type(ctx, target, "turn_completed")[-1]["data"] == {"reason": "end_turn"}
+
+    # rule 26 on the source: no new input; the host refuses a run there
+    with pytest.raises(LogError):
+        say(ctx, source, "again")
+    host = make_host(aws)
+    with pytest.raises(ApiError) as refused:
+        host.start_run(ALICE, {"agent": "demo", "input": "again", "thread_id": hand["thread_id"]}, "k-again")
+    assert refused.value.code == "branch_not_runnable"
+    for b in (source, target):
+        imp = verify_export(ctx, b)
+        projections.all_projections(imp.fold.events)
+
+
+def test_handoff_target_counts_the_source_budgets_as_ancestors(aws: Any) -> None:
+    ctx = make_ctx(aws)
+    source = new_thread(ctx)
+    data = {"budget": {"max_model_requests": 1}, "source": "api", "text": "handoff: demo"}
+    ctx.writer.append(source, [Draft("user_input", data, {"kind": "user", "principal": ALICE.as_dict()})])
+    run(ctx, source)
+    _, target = target_of(ctx, source)
+    run(ctx, target)
+    (refusal,) = of_type(ctx, target, "budget_exceeded")
+    assert refusal["data"]["scope"] == "ancestor"
+    assert refusal["data"]["owner_thread_id"] == events(ctx, source)[0]["thread_id"]
+    verify_export(ctx, target)
+
+
+def test_a_crash_before_the_target_exists_recreates_it(aws: Any) -> None:
+    """The source's handoff is durable but its worker died before creating the target: the
+    source's next step (a redelivery) creates it, once."""
+
+    class Crash(BaseException):
+        pass
+
+    class DieOnCreate:
+        def __init__(self, base: Any) -> None:
+            self.base = base
+
+        def create_branch(self, spec: Any) -> Any:
+            raise Crash
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.base, name)
+
+    import dataclasses
+
+    ctx = make_ctx(aws)
+    source = new_thread(ctx)
+    say(ctx, source, "handoff: demo")
+    dying = make_ctx(aws)
+    dying.stores = dataclasses.replace(dying.stores, events=DieOnCreate(dying.stores.events))
+    with pytest.raises(Crash):
+        run(dying, source)
+    (hand,) = of_type(ctx, source, "handoff")
+    assert ctx.stores.threads.get_thread("acme", hand["data"]["to_thread_id"]) is None
+    aws.clock.advance(120_000)
+    assert run(ctx, source).state == "idle"
+    _, target = target_of(ctx, source)
+    assert [e["type"] for e in events(ctx, target)] == ["thread_started", "user_input"]
+    assert run(ctx, source).state == "idle"  # nothing more to do
+    assert len(of_type(ctx, source, "handoff")) == 1
