@@ -205,3 +205,34 @@ def test_spawn_of_an_agent_not_listed_closes_the_call(aws: Any) -> None:
     decision = of_type(ctx, parent, "permission_decision")[0]["data"]
     assert decision["decision"] == "deny"  # the input schema's enum names the agent's subagents
     verify_export(ctx, parent)
+
+
+def test_a_grandchild_park_reaches_the_root_and_answers_to_its_approver(aws: Any) -> None:
+    """`spawn: demo: spawn: demo: note: x`: the grandchild's approval parks the child, which
+    parks the root; the root run's principal grants it on the grandchild's route; the answer
+    climbs back up, each level's agent_finished once."""
+    ctx, host = make_ctx(aws), make_host(aws)
+    root = new_thread(ctx)
+    run_id = say(ctx, root, "spawn: demo: spawn: demo: note: x")
+    run(ctx, root)
+    _, child = child_of(ctx, root)
+    run(ctx, child)
+    gtid, grandchild = child_of(ctx, child)
+    assert events(ctx, grandchild)[0]["data"]["parent"]["branch_id"] == child
+    assert run(ctx, grandchild).state == "parked"
+    assert run(ctx, child).state == "parked"
+    assert run(ctx, root).state == "parked"
+    assert of_type(ctx, child, "parked")[-1]["data"]["address"] == {"id": gtid, "kind": "child"}
+    assert of_type(ctx, root, "parked")[-1]["data"]["reason"] == "awaiting_approval"
+    challenge = pending_challenge(ctx, grandchild)
+    with pytest.raises(ApiError):
+        host.decide_approval(BOB, gtid, challenge, {"decision": "grant"})
+    host.decide_approval(ALICE, gtid, challenge, {"decision": "grant"})
+    for b in (grandchild, child, root):
+        assert run(ctx, b).state == "idle"
+    outcome = projections.run_outcome(events(ctx, root), run_id, thread_id="t", branch_id=root)
+    assert outcome is not None and outcome["status"] == "completed"
+    for b in (root, child, grandchild):
+        assert len(of_type(ctx, b, "turn_completed")) == 1
+        reduced(ctx, b)
+    assert [c["status"] for c in reduced(ctx, child)["children"]] == ["completed"]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from .. import observability
 from ..core.errors import LogError
+from ..core.fold import Fold
 from ..core.lines import StoredLine
 from ..store.records import CompanionFailed, Lease
 from ..writer import Companions, Draft, DraftLike, View
@@ -57,6 +58,7 @@ class StepBase:
         self.appended = 0
         self.wake_at: int | None = None  # a retry's not_before, when the step ends `wait`
         self.armed = False  # its wake-up is scheduled (engine.retry_turn)
+        self.last_fold: Fold | None = None  # the fold of the step's latest decision
 
     def maybe_renew(self, force: bool = False) -> None:
         now = self.ctx.clock()

@@ -62,8 +62,8 @@ def advance(ctx: EngineContext, branch_id: str, *, holder_id: str, deadline_ms: 
             state = step.run_replies() or state
         if state == "idle":
             step.wake_inbox()
-        if state in ("idle", "parked"):
-            step.notify_parent()  # a child that settled wakes the parent waiting on it
+        if state in ("idle", "parked") and step.last_fold is not None:
+            step.notify_parent(step.last_fold)  # a child that settled wakes the parent waiting on it
         return StepOutcome(state, step.appended, step.wake_at if state == "wait" else None, step.armed)
     finally:
         step.close_mcp()  # MCP connections live for one step, never across invocations
@@ -81,6 +81,7 @@ class _Step(ModelTurn, Cancel, Replies):
             try:
                 self.maybe_renew()
                 view = self.ctx.writer.load(self.branch_id)
+                self.last_fold = view.fold
                 opener = view.fold.turn.opener  # the latest run's user_input: its event id is the run id
                 observability.branch_loaded(view.record.thread_id, opener["event_id"] if opener else None)
                 state = self.decide(view)

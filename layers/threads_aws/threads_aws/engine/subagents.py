@@ -11,9 +11,11 @@ repeats nothing and loses nothing:
    exists is a child already created), then its run step is enqueued (its own branch, so its own
    FIFO group). A parent step that finds the spawn call pending and no child thread (a crash
    between 1 and 2) creates it; every waiting step re-enqueues the child (deduplicated).
-3. While the child runs the parent's step waits (it ends `parked`, appending nothing). Whenever a
-   child's step settles (idle or parked) it wakes its parent (`notify_parent`); a lost wake is
-   repeated by the redelivered child step.
+3. While the child runs the parent's step waits (it ends `parked`, appending nothing); it wakes
+   the child again only while the child hasn't started (a lost enqueue). Whenever a child's step
+   settles (its turn done, or parked) it wakes its parent (`notify_parent`); a lost wake is
+   repeated by the redelivered child step. A waiting step wakes nobody, so no two steps wake each
+   other in a loop.
 4. A child that parks parks its parent: `parked{address:{kind: child, id: child_thread_id},
    reason: the child's}`; once the child is no longer parked: `resumed{address, cause_event_id:
    the agent_spawned}` (`child_resumed`).
@@ -135,7 +137,8 @@ class Subagents(StepBase):
             park = {"address": {"id": child_id, "kind": "child"}, "reason": reasons[0]}
             self.append(view, [Draft("parked", park, HOST)])
             return None
-        self.wake(child.branch_id, "spawned")
+        if cf.turn_open and cf.turn.last_model is None:  # not started: (re-)wake it (a lost enqueue)
+            self.wake(child.branch_id, "spawned")
         return "parked"
 
     def finish_if_ended(self, view: View, call: Call, child: View) -> bool:
@@ -173,11 +176,14 @@ class Subagents(StepBase):
             return None
         return str(spawned["event_id"])
 
-    def notify_parent(self) -> None:
-        """A child's step settled: wake the parent that waits on it (best effort: a lost wake is
-        repeated by this step's redelivery, or the parent's next step)."""
-        started = self.ctx.writer.load(self.branch_id).fold.started or {}
-        parent = started.get("parent")
+    def notify_parent(self, f: Fold) -> None:
+        """A child's step settled (`f`: its last view): wake the parent that waits on it. Only a
+        settled child (its turn done, or parked) wakes anyone: a child that is itself waiting on
+        its own child stays quiet, so no two waiting steps wake each other. Best effort: a lost
+        wake is repeated by this step's redelivery."""
+        if f.turn_open and not f.parked:
+            return
+        parent = (f.started or {}).get("parent")
         if isinstance(parent, dict) and parent.get("relation") == "subagent":
             self.wake(str(parent["branch_id"]), "child_settled")
 

@@ -40,15 +40,18 @@ class Authority(HostBase):
         return opened_turn(principal, fold)
 
     def _root_fold(self, principal: Principal, fold: Fold) -> Fold | None:
-        """The fold of the root thread's main branch (None if a parent is not this tenant's)."""
+        """The fold of the root run's branch: each `thread_started.parent` names the parent
+        thread AND the branch holding the event that created the child (agent_spawned or
+        handoff), so a child of a forked branch answers to that branch's run. None if a parent
+        is not this tenant's."""
         for _ in range(MAX_DEPTH):
             parent = (fold.started or {}).get("parent") or {}
             parent_tid = parent.get("thread_id") if isinstance(parent, dict) else None
             if not parent_tid:
                 break
-            thread = self.index.get_thread(principal.tenant, parent_tid)
-            if thread is None:
+            rec = self.index.branch_of(principal.tenant, parent_tid, str(parent.get("branch_id")))
+            if rec is None:
                 return None
             with self._lock:
-                fold = self.writer.load(thread.main_branch_id).fold
+                fold = self.writer.load(rec.branch_id).fold
         return fold
