@@ -39,6 +39,8 @@ class Calls(Effects, Parallel, Subagents, Handoff):
         spawned = f.spawned.get(call.call_id)
         if spawned is not None:  # its child exists or is being created (engine.subagents)
             return self.await_child(view, call, spawned)
+        if f.handoff is not None and f.handoff["data"]["call_id"] == call.call_id:
+            return self.finish_handoff(view, call)  # engine.handoff
         entry = f.effects.get(call.effect_key)
         if entry is not None:
             if entry["status"] == "unknown":

@@ -2,15 +2,17 @@
 §8 "handoff"; rule 26).
 
 Ordering (derived from the source's log, so a crash anywhere repeats nothing):
-1. On the source, one append: `handoff{call_id, to_agent, to_thread_id, forwarded: summary,
-   forwarded_ref}` (the target's id minted here, the forwarded text stored as an artifact before
-   the event names it), the call's `tool_result`, every later pending call closed
-   `not_executed`, and `turn_completed{handoff}`. After it the source takes no `user_input`,
-   `steer` or `model_request` (rule 26, the fold), and its run ends `handed_off`.
+1. On the source: `handoff{call_id, to_agent, to_thread_id, forwarded: summary, forwarded_ref}`
+   (the target's id minted here, the forwarded text stored as an artifact before the event names
+   it). After it the source takes no `user_input`, `steer` or `model_request` (rule 26, the fold).
 2. The target: header + `thread_started{…, parent{thread_id, branch_id, event_id: the handoff,
    relation: handoff}}` + `user_input{source: handoff, text: the forwarded text}` in one
-   transaction (`new_thread.start_thread`), then its run step. A source step that finds the
-   handoff and no target thread (a crash between 1 and 2) creates it (`ensure_target`).
+   transaction (`new_thread.start_thread`; an existing thread id = already created), then its
+   run step (re-enqueued by any later step of the source: a lost enqueue).
+3. On the source, one append: the call's `tool_result`, every later pending call closed
+   `not_executed`, `turn_completed{handoff}`: the run ends `handed_off` only once its target
+   exists, so a client that reads the outcome can read the target at once.
+A source step that finds the handoff with its call pending (a crash after 1 or 2) does 2 and 3.
 
 The target's budgets: its own, plus the source's as ancestors (`budget_plan` follows
 `thread_started.parent` whatever the relation); its approvals answer to the root's approvers
@@ -53,10 +55,17 @@ class Handoff(StepBase):
             "to_agent": name,
             "to_thread_id": to_thread,
         }
-        drafts = [
-            Draft("handoff", data, HOST),
-            result(call.call_id, f"Handed off to {name} (thread {to_thread}).", "executed", False),
-        ]
+        self.append(view, [Draft("handoff", data, HOST)])
+        return None
+
+    def finish_handoff(self, view: View, call: Call) -> str | None:
+        """Steps 2 and 3: the target (unless it exists), then the source's turn ends."""
+        f = view.fold
+        assert f.handoff is not None
+        self.ensure_target(view)
+        d = f.handoff["data"]
+        text = f"Handed off to {d['to_agent']} (thread {d['to_thread_id']})."
+        drafts = [result(call.call_id, text, "executed", False)]
         drafts += [
             result(cid, NOT_EXECUTED_PREVIEW, "not_executed", True)
             for cid in f.pending
