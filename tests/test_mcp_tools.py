@@ -273,3 +273,47 @@ def test_header_values_come_from_secret_references(aws, monkeypatch):
             step.close()
     finally:
         server.stop()
+
+
+def test_a_lost_append_race_re_derives_the_same_tools_changed(demo):
+    agent = parse_agents(
+        json.dumps(
+            {
+                "a": {
+                    "model": {"provider": "demo", "name": "demo-1"},
+                    "adapter": {"name": "demo", "version": "1"},
+                    "instructions": "",
+                    "mcp_servers": {"demo": {"url": demo.url}},
+                }
+            }
+        )
+    )["a"]
+    step = StepMcp()
+    try:
+        first = sync_tools(step, agent, [])
+        again = sync_tools(step, agent, [])  # the append lost a race: the next decision asks again
+        assert first is not None and again is not None and first.data == again.data
+        assert step.conns.requests == {"demo": 1}  # listed once per step
+        assert sync_tools(step, agent, first.data["tools"]) is None  # once appended: nothing more
+    finally:
+        step.close()
+
+
+def test_the_effect_key_goes_in_the_calls_meta_and_the_server_may_dedup_on_it(aws, demo):
+    from threads_aws.engine.mcp_tools import McpTool
+    from threads_aws.engine.tools import ToolContext
+
+    step = StepMcp()
+    decl = {"url": demo.url}
+    tool = McpTool(step, "demo", decl, "mcp__demo__save_record")
+
+    def tc(attempt: int) -> ToolContext:
+        return ToolContext("acme", "t", "b", "c1", "b:c1", attempt, lambda: 0, None)  # type: ignore[arg-type]
+
+    try:
+        outs = [tool({"key": "k", "value": "v"}, tc(n)) for n in (1, 2)]
+    finally:
+        step.close()
+    assert [o.text for o in outs] == ["saved k", "saved k"]
+    assert demo.calls == [("save_record", {"key": "k", "value": "v"})]  # the re-send applied nothing
+    assert demo.saved == {"b:c1": "saved k"}

@@ -217,11 +217,14 @@ class McpConnections:
         result: list[dict[str, Any]] = self.request(endpoint, op)
         return result
 
-    def call_tool(self, endpoint: Endpoint, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        """One `tools/call`: the result as an MCP wire dict (content, structuredContent, isError)."""
+    def call_tool(
+        self, endpoint: Endpoint, name: str, args: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One `tools/call` (`meta`: its `_meta`): the result as an MCP wire dict (content,
+        structuredContent, isError)."""
 
         async def op(client: Any) -> dict[str, Any]:
-            res = await client.call_tool(name, args)
+            res = await client.call_tool(name, args, meta=meta)
             out: dict[str, Any] = res.model_dump(mode="json", by_alias=True, exclude_none=True)
             return out
 

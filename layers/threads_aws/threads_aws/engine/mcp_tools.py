@@ -22,7 +22,8 @@ idempotent false):
 - otherwise `unguarded` - destructiveHint false (additive) would fit `reconcilable`, but MCP has
   no lookup of an earlier call's outcome, so nothing could reconcile it.
 
-A call (`McpTool`) runs after `effect_begin` is durable and the lease re-checked (`effects`):
+A call (`McpTool`) runs after `effect_begin` is durable and the lease re-checked (`effects`),
+with the effect key in the request's `_meta` (META_KEY):
 the result commits; `isError` is an error result; a JSON-RPC error answer is an error result (the
 tool didn't run); a lost answer or timeout is `ToolUncertain` → `effect_unknown`, settled by the
 class; no connection is `ToolNotSent`.
@@ -46,6 +47,10 @@ DEFAULT_DEDUP_WINDOW_MS = 86_400_000
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _BAD = re.compile(r"[^a-z0-9_]")
 HOST = {"kind": "host"}
+#: `_meta` of an effectful tools/call: the effect key (the same on every re-send: a server may
+#: deduplicate on it, as the demo's save_record does) and the attempt.
+META_KEY = "threads-aws/effect_key"
+META_ATTEMPT = "threads-aws/attempt"
 
 
 def namespaced(server: str, tool: str) -> str | None:
@@ -177,7 +182,7 @@ class StepMcp:
         self.conns = McpConnections()
         self.resolve = resolve
         self.listed: dict[str, dict[str, str]] = {}  # server -> namespaced -> MCP name
-        self.synced = False
+        self.pinned: dict[str, list[dict[str, Any]]] | None = None  # this step's listing (sync_tools)
         self._endpoints: dict[str, Endpoint] = {}
 
     def endpoint(self, server: str, decl: dict[str, Any]) -> Endpoint:
@@ -193,11 +198,9 @@ class StepMcp:
         self.listed[server] = names
         return specs
 
-    def mcp_name(self, server: str, decl: dict[str, Any], name: str, part: str) -> str | None:
-        """The server's own name of a namespaced tool: from this step's listing, else the part
-        itself when it is already a valid MCP name that maps to itself, else by listing."""
-        if server not in self.listed and namespaced(server, part) == name and part == part.lower():
-            return part
+    def mcp_name(self, server: str, decl: dict[str, Any], name: str) -> str | None:
+        """The server's own name of a namespaced tool, from this step's listing (listed first
+        when the step hasn't: the mapping to `Name` is not reversible)."""
         if server not in self.listed:
             self.list(server, decl)
         return self.listed[server].get(name)
@@ -216,15 +219,18 @@ class McpTool:
     name: str
 
     def __call__(self, args: dict[str, Any], tc: ToolContext) -> ToolOutput:
-        split = split_name(self.name)
-        assert split is not None
         try:
-            mcp_name = self.step.mcp_name(self.server, self.decl, self.name, split[1])
+            mcp_name = self.step.mcp_name(self.server, self.decl, self.name)
             if mcp_name is None:
                 return ToolOutput(
                     f"Error: the MCP server {self.server} no longer lists this tool.", is_error=True
                 )
-            res = self.step.conns.call_tool(self.step.endpoint(self.server, self.decl), mcp_name, args)
+            meta = (
+                None
+                if tc is None or tc.effect_key is None
+                else {META_KEY: tc.effect_key, META_ATTEMPT: tc.attempt}
+            )
+            res = self.step.conns.call_tool(self.step.endpoint(self.server, self.decl), mcp_name, args, meta)
         except McpNotSent as exc:
             raise ToolNotSent(str(exc)) from exc
         except McpLost as exc:
@@ -243,20 +249,24 @@ def executor(step: StepMcp, agent: Any, name: str) -> McpTool | None:
 
 
 def sync_tools(step: StepMcp, agent: Any, current: list[dict[str, Any]]) -> Draft | None:
-    """Once per step, before its first model request: list the agent's servers; a set that
-    differs from `current` (the fold's tools, in order) → the `tools_changed` to append first."""
+    """Before a model request: the agent's servers listed (once per step); a set that differs
+    from `current` (the fold's tools, in order) → the `tools_changed` to append first. The
+    listing is kept, so a lost append race re-derives the same draft on the next decision."""
     servers: dict[str, dict[str, Any]] = getattr(agent, "mcp_servers", None) or {}
-    if step.synced or not servers:
+    if not servers:
         return None
-    step.synced = True
+    if step.pinned is None:
+        step.pinned = {}
+        for server, decl in servers.items():
+            try:
+                step.pinned[server] = step.list(server, decl)
+            except (McpNotSent, McpLost, McpRefused):
+                pass  # unreachable now: it keeps what the model was last shown
     tools = [t for t in current if split_name(t["name"]) is None]
     changed: str | None = None
-    for server, decl in servers.items():
+    for server in servers:
         pinned = [t for t in current if (split_name(t["name"]) or ("",))[0] == server]
-        try:
-            specs = step.list(server, decl)
-        except (McpNotSent, McpLost, McpRefused):
-            specs = pinned  # unreachable now: keep what the model was last shown
+        specs = step.pinned.get(server, pinned)
         if specs != pinned and changed is None:
             changed = server
         tools += specs

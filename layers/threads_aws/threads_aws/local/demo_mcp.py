@@ -14,8 +14,8 @@ response can be staged by killing the server meanwhile: `python -m threads_aws.l
 --port N`).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the SDK reads the tools' signatures (the Context
+# parameter) at registration, when a string annotation of a local import can't be resolved.
 import argparse
 import socket
 import threading
@@ -26,9 +26,17 @@ from typing import Any
 RATES = {"EUR": "1.00", "USD": "0.92", "GBP": "1.17", "JPY": "0.0061", "CHF": "1.05"}
 
 
-def build(records: dict[str, str], calls: list[tuple[str, dict[str, Any]]]) -> Any:
-    from mcp.server.mcpserver import MCPServer
+EFFECT_KEY = "threads-aws/effect_key"  # engine.mcp_tools.META_KEY
+
+
+def build(
+    records: dict[str, str], calls: list[tuple[str, dict[str, Any]]], saved: dict[str, str] | None = None
+) -> Any:
+    """The demo tools; `saved`: save_record's answers by effect key (its deduplication)."""
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp_types import ToolAnnotations
+
+    saved = {} if saved is None else saved
 
     server: Any = MCPServer("threads-demo-tools", instructions="Demo tools of threads-aws dev.")
 
@@ -42,12 +50,18 @@ def build(records: dict[str, str], calls: list[tuple[str, dict[str, Any]]]) -> A
         return f"1 {currency.upper()} = {rate} EUR"
 
     @server.tool(annotations=ToolAnnotations(idempotent_hint=True, destructive_hint=False))
-    def save_record(key: str, value: str, delay_ms: int = 0) -> str:
+    def save_record(key: str, value: str, ctx: Context, delay_ms: int = 0) -> str:
         """Store a record under a key (saving the same key and value again changes nothing)."""
+        effect_key = (ctx.request_context.meta or {}).get(EFFECT_KEY)
+        if isinstance(effect_key, str) and effect_key in saved:
+            return saved[effect_key]  # a re-send of a call already applied: its first answer
         calls.append(("save_record", {"key": key, "value": value}))
         time.sleep(min(max(delay_ms, 0), 60_000) / 1000)
         records[key] = value
-        return f"saved {key}"
+        answer = f"saved {key}"
+        if isinstance(effect_key, str):
+            saved[effect_key] = answer
+        return answer
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True))
     def delete_record(key: str, delay_ms: int = 0) -> str:
@@ -93,6 +107,7 @@ class DemoMcp:
     token: str | None = None
     records: dict[str, str] = field(default_factory=dict)
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    saved: dict[str, str] = field(default_factory=dict)  # save_record's answers by effect key
     mcp: Any = None  # the MCPServer (tests add or remove tools at runtime)
     _server: Any = None
     _thread: threading.Thread | None = None
@@ -102,11 +117,11 @@ class DemoMcp:
         return f"http://{self.host}:{self.port}/mcp"
 
     def app(self) -> Any:
-        self.mcp = build(self.records, self.calls)
+        self.mcp = build(self.records, self.calls, self.saved)
         app = self.mcp.streamable_http_app(host=self.host)
         return _guarded(app, self.token)
 
-    def start(self) -> DemoMcp:
+    def start(self) -> "DemoMcp":
         import uvicorn
 
         self.port = self.port or free_port(self.host)
