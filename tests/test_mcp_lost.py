@@ -13,7 +13,8 @@ import time
 from typing import Any
 
 import pytest
-from helpers.engine import make_ctx, of_type, run, say, types, verify_export
+from helpers.engine import grant, make_ctx, of_type, run, say, types, verify_export
+from test_compose_lambda import Crash, CrashingWriter
 from test_mcp_tools import thread
 from threads_aws.agents import parse_agents
 from threads_aws.local.demo_mcp import DemoMcp, free_port
@@ -122,6 +123,40 @@ def test_a_call_past_its_timeout_is_unknown(aws):
         assert run(ctx, b).state == "parked"
         (unknown,) = of_type(ctx, b, "effect_unknown")
         assert unknown["data"]["reason"] == "timeout"
+        verify_export(ctx, b)
+    finally:
+        server.stop()
+
+
+def test_a_worker_crash_after_the_call_ran_commits_once(aws, monkeypatch):
+    """The worker dies after the server applied save_record, before effect_commit: recovery
+    finds the effect in doubt, re-sends inside the dedup window under the same effect key, and
+    the server answers from its first application (the key rides in `_meta`)."""
+    server = DemoMcp().start()
+    try:
+        monkeypatch.setenv("THREADS_DEMO_MCP_URL", server.url)
+        ctx = make_ctx(aws)
+        b = thread(ctx)
+        call(ctx, b, "save_record", key="k", value="v")
+        assert run(ctx, b).state == "parked"  # idempotent: asks under the default mode
+        grant(ctx, b)
+        crashing = make_ctx(aws, lease_ttl_ms=1000)
+        crashing.writer = CrashingWriter(crashing.writer, 2, "before")  # 1 = effect_begin, 2 = commit
+        with pytest.raises(Crash):
+            run(crashing, b, holder="doomed")
+        assert server.calls == [("save_record", {"key": "k", "value": "v"})]  # it ran
+        aws.clock.advance(2000)  # the dead worker's lease lapses
+        assert run(ctx, b, holder="recovery").state == "idle"
+        t = types(ctx, b)
+        assert t.count("effect_commit") == 1 and t.count("tool_result") == 1
+        (unknown,) = of_type(ctx, b, "effect_unknown")
+        assert unknown["data"]["reason"] == "crash_after_begin"
+        (resolved,) = of_type(ctx, b, "effect_resolved")
+        assert (resolved["data"]["outcome"], resolved["data"]["by"]) == ("safe_to_retry", "provider_dedup")
+        assert [e["data"]["attempt"] for e in of_type(ctx, b, "effect_begin")] == [1, 2]
+        (res,) = of_type(ctx, b, "tool_result")
+        assert res["data"]["preview"] == "saved k" and res["data"]["origin"] == "executed"
+        assert len(server.calls) == 1 and list(server.saved) == [f"{b}:{res['data']['call_id']}"]
         verify_export(ctx, b)
     finally:
         server.stop()
