@@ -22,6 +22,19 @@ def test_template_parses_with_intrinsic_tags():
     assert res["ThreadsLayer"]["Metadata"]["BuildMethod"] == "makefile"
 
 
+def test_a_loaded_template_is_a_copy_and_an_edit_is_seen(tmp_path):
+    # parsed once per file version: a caller's change never reaches the next caller, and a
+    # changed file is parsed again
+    doc = load_template(TEMPLATE)
+    doc["Resources"].clear()
+    assert load_template(TEMPLATE)["Resources"]
+    path = tmp_path / "template.yaml"
+    path.write_text("Resources:\n  Q:\n    Type: AWS::SQS::Queue\n")
+    assert list(load_template(path)["Resources"]) == ["Q"]
+    path.write_text("Resources:\n  Bucket:\n    Type: AWS::S3::Bucket\n    Properties:\n      X: !Ref Q\n")
+    assert load_template(path)["Resources"]["Bucket"]["Properties"]["X"] == {"Ref": "Q"}
+
+
 def test_physical_names():
     assert physical_name("threads", "EventsTable") == "threads-events-table"
     assert physical_name("threads", "RunStepDLQ") == "threads-run-step-dlq"
