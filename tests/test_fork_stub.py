@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from helpers.engine import make_ctx, new_thread, of_type, run, say, types, verify_export
+from helpers.engine import grant, make_ctx, new_thread, of_type, run, say, types, verify_export
 from helpers.host import ALICE, make_host
 from threads_aws.core.canonical import canonical_hash
 from threads_aws.core.projections import run_outcome
@@ -195,6 +195,39 @@ def test_a_crash_mid_stub_fork_is_never_resumed(aws: Any) -> None:
     assert ctx.store.export(b) == parent_bytes
 
 
+def mcp_agent() -> Any:
+    """demo-tools (the demo MCP server) that can also write the workspace (for a snapshot)."""
+    import threads_aws
+    from threads_aws.agents import parse_agents
+
+    path = Path(threads_aws.__file__).parent / "data" / "agents.json"
+    spec = json.loads(path.read_text())["demo-tools"]
+    spec["tools"] = ["time", "write_file", "read_file"]
+    spec["permissions"]["allow"] = ["time", "write_file", "read_file"]
+    return parse_agents(json.dumps({"a": spec}))["a"]
+
+
+def mcp_ctx(aws: Any, **kw: Any) -> Any:
+    ctx = make_ctx(aws, **kw)
+    ctx.agents["a"] = mcp_agent()  # a copy of the container's agents: this context's own
+    return ctx
+
+
+def mcp_thread(ctx: Any) -> tuple[str, str]:
+    from threads_aws.core.canonical import new_uuid7
+    from threads_aws.core.lines import StoredLine, header_line
+    from threads_aws.store.protocol import NewBranch
+    from threads_aws.writer import Draft
+
+    tid, b = new_uuid7(), new_uuid7()
+    header = StoredLine.of_header(header_line(tid, b, ctx.clock()))
+    ctx.store.create_branch(
+        NewBranch(thread_id=tid, tenant="acme", branch_id=b, header=header, create_thread=True)
+    )
+    ctx.writer.append(b, [Draft("thread_started", ctx.agents["a"].thread_started(), {"kind": "host"})])
+    return tid, b
+
+
 @pytest.fixture
 def demo_mcp(monkeypatch: pytest.MonkeyPatch) -> Any:
     from threads_aws.local.demo_mcp import DemoMcp
@@ -208,24 +241,8 @@ def demo_mcp(monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_a_read_only_mcp_call_is_external_too(aws: Any, demo_mcp: Any) -> None:
     """A read-only call that reaches a server (an MCP tool) is answered from the recordings in
     stub mode; the server never sees the child's calls, and a miss fails closed."""
-    import threads_aws
-    from threads_aws.agents import parse_agents
-    from threads_aws.core.lines import StoredLine, header_line
-    from threads_aws.store.protocol import NewBranch
-    from threads_aws.writer import Draft
-
-    spec = json.loads((Path(threads_aws.__file__).parent / "data" / "agents.json").read_text())["demo-tools"]
-    spec["tools"] = ["time", "write_file", "read_file"]
-    spec["permissions"]["allow"] = ["time", "write_file", "read_file"]
-    agent = parse_agents(json.dumps({"a": spec}))["a"]
-    host, ctx = make_host(aws), make_ctx(aws)
-    ctx.agents["a"] = agent  # a copy of the container's agents: this context's own
-    tid, b = "0192e000-0000-7000-8000-0000000000a1", "0192e000-0000-7000-8000-0000000000b1"
-    header = StoredLine.of_header(header_line(tid, b, ctx.clock()))
-    ctx.store.create_branch(
-        NewBranch(thread_id=tid, tenant="acme", branch_id=b, header=header, create_thread=True)
-    )
-    ctx.writer.append(b, [Draft("thread_started", agent.thread_started(), {"kind": "host"})])
+    host, ctx = make_host(aws), mcp_ctx(aws)
+    tid, b = mcp_thread(ctx)
     say(ctx, b, "write notes.txt: v1")
     run(ctx, b)
     say(ctx, b, 'mcp: mcp__demo__lookup_rate {"currency": "usd"}')
@@ -249,4 +266,53 @@ def test_a_read_only_mcp_call_is_external_too(aws: Any, demo_mcp: Any) -> None:
     assert outcome(ctx, c, missed)["error"]["code"] == "unmatched_external_op"
     assert "effect_begin" not in types(ctx, c)[point["seq"] :]  # read-only: no effect events
     assert demo_mcp.calls == [("lookup_rate", {"currency": "usd"})]  # only the parent's
+    verify_export(ctx, c)
+
+
+class Crash(BaseException):
+    """A simulated process death (not an Exception: nothing may catch it)."""
+
+
+def test_a_crash_after_begin_in_stub_mode_settles_not_sent_and_replays(aws: Any, demo_mcp: Any) -> None:
+    """An unguarded external call (it would park for a human when live) whose worker died
+    after its effect_begin: in stub mode nothing went live, so recovery settles it `not_sent`
+    (by the adapter) and the re-dispatch is answered from the recording."""
+    from threads_aws.writer import Writer
+
+    host, ctx = make_host(aws), mcp_ctx(aws)
+    tid, b = mcp_thread(ctx)
+    say(ctx, b, "write notes.txt: v1")
+    run(ctx, b)
+    demo_mcp.records["r1"] = "v"
+    say(ctx, b, 'mcp: mcp__demo__delete_record {"key": "r1"}')
+    run(ctx, b)
+    grant(ctx, b)
+    run(ctx, b)
+    assert results(ctx, b)[-1]["preview"] == "deleted r1"
+    (point,) = host.fork_points(ALICE, tid, b)
+    c = host.fork(ALICE, tid, b, {"event_id": point["event_id"], "mode": "stub"})["branch_id"]
+    say(ctx, c, 'mcp: mcp__demo__delete_record {"key": "r1"}')
+    run(ctx, c)
+    grant(ctx, c)
+
+    class CrashAfterBegin(Writer):
+        def append(self, branch_id: str, drafts: Any, **kw: Any) -> Any:
+            out = super().append(branch_id, drafts, **kw)
+            if any(getattr(d, "type", None) == "effect_begin" for d in drafts):
+                raise Crash
+            return out
+
+    doomed = mcp_ctx(aws, lease_ttl_ms=1000)
+    doomed.writer = CrashAfterBegin(doomed.writer.store, clock=doomed.writer.clock)
+    with pytest.raises(Crash):
+        run(doomed, c, holder="doomed")
+    aws.clock.advance(2000)  # its lease lapses
+    assert run(ctx, c, holder="recovery").state == "idle"
+    t = types(ctx, c)[point["seq"] :]
+    assert t.count("effect_begin") == 2 and "parked" in t  # the approval's park only
+    assert t.index("effect_unknown") < t.index("effect_resolved") < t.index("effect_commit")
+    resolved = of_type(ctx, c, "effect_resolved")[-1]["data"]
+    assert resolved["outcome"] == "not_sent" and resolved["by"] == "adapter"
+    assert results(ctx, c)[-1]["preview"] == "deleted r1" and results(ctx, c)[-1]["origin"] == "executed"
+    assert [x[0] for x in demo_mcp.calls] == ["delete_record"]  # the parent's only
     verify_export(ctx, c)

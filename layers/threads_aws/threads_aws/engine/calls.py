@@ -44,7 +44,11 @@ class Calls(Effects, Parallel, Subagents, Handoff):
         entry = f.effects.get(call.effect_key)
         if entry is not None:
             if entry["status"] == "unknown":
-                if self.dedup_covers(f, call) and call.attempt < MAX_DEDUP_RESENDS:
+                if view.record.stubs_sha256 is not None and stubs.is_external(call):
+                    # Stub mode: nothing mediated goes live, so a begun call never left.
+                    data = {"by": "adapter", "call_id": call.call_id, "outcome": "not_sent"}
+                    self.append(view, [Draft("effect_resolved", data, RECOVERY)])
+                elif self.dedup_covers(f, call) and call.attempt < MAX_DEDUP_RESENDS:
                     data = {"by": "provider_dedup", "call_id": call.call_id, "outcome": "safe_to_retry"}
                     self.append(view, [Draft("effect_resolved", data, RECOVERY)])
                 elif not self.reconcile_tool(view, call, executor_for(self.ctx, f, call.name, self.step_mcp)):
