@@ -116,6 +116,9 @@ def test_spawn_child_approval_by_root_approver_result_reaches_parent(aws: Any) -
 
     state = reduced(ctx, parent)
     assert state["children"] == [{"child_thread_id": tid, "status": "completed"}]
+    detail = host.thread(ALICE, spawned["thread_id"])  # the API agrees with the projection
+    assert detail["children"] == state["children"] and "parent" not in detail
+    assert host.thread(ALICE, tid)["parent"] == first[0]["data"]["parent"]
     assert reduced(ctx, child)["run"]["status"] == "completed"
     assert len(of_type(ctx, child, "approval_granted")) == 1
 

@@ -82,6 +82,8 @@ def test_subagent_child_approval_by_root_approver_reaches_the_parent(url: str, t
         child_fold = exported(child_entries[0]["event"]["branch_id"], tmp_path)
         state = projections.all_projections(parent_fold.events)
         assert state["children"] == [{"child_thread_id": child, "status": "completed"}]
+        assert client.thread(t)["children"] == state["children"]  # the API says the same
+        assert client.thread(child)["parent"]["thread_id"] == t
         assert state["run"]["status"] == "completed"
         assert projections.all_projections(child_fold.events)["run"]["status"] == "completed"
 

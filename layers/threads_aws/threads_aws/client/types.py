@@ -137,6 +137,8 @@ class ThreadDetail(TypedDict):
     open_questions: int
     usage: NotRequired[ThreadUsage]
     cost: NotRequired[ThreadCost]
+    children: NotRequired[list[JsonObject]]  # {child_thread_id, status} per agent_spawned
+    parent: NotRequired[JsonObject]  # thread_started.parent of a child or handoff target
 
 
 class ForkPoint(TypedDict):

@@ -87,6 +87,28 @@ def _open(fold: Fold) -> tuple[int, int]:
     return approvals, questions
 
 
+def _composition(host: HostBase, main_id: str, branches: list[BranchRecord]) -> dict[str, Any]:
+    """The main branch's `children` (the fold's: the children projection, no scan) and its
+    `thread_started.parent`, when it has them."""
+    rec = next((r for r in branches if r.branch_id == main_id), None)
+    if rec is None:
+        return {}
+    try:
+        with host._lock:
+            fold = host._load(rec).fold
+    except LogError:
+        return {}
+    out: dict[str, Any] = {}
+    if fold.children:
+        out["children"] = [
+            {"child_thread_id": tid, "status": status or "running"} for tid, status in fold.children.items()
+        ]
+    parent = (fold.started or {}).get("parent")
+    if isinstance(parent, dict):
+        out["parent"] = parent
+    return out
+
+
 class Listing(HostBase):
     def threads(
         self, principal: Principal, limit: int, before: str | None
@@ -110,6 +132,7 @@ class Listing(HostBase):
         out["open_approvals"] = sum(i.get("open_approvals", 0) for i in infos)
         out["open_questions"] = sum(i.get("open_questions", 0) for i in infos)
         out["branches"] = infos
+        out.update(_composition(self, t.main_branch_id, branches))
         return out
 
     def _branch_info(self, rec: BranchRecord) -> dict[str, Any]:
