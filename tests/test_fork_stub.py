@@ -316,3 +316,25 @@ def test_a_crash_after_begin_in_stub_mode_settles_not_sent_and_replays(aws: Any,
     assert results(ctx, c)[-1]["preview"] == "deleted r1" and results(ctx, c)[-1]["origin"] == "executed"
     assert [x[0] for x in demo_mcp.calls] == ["delete_record"]  # the parent's only
     verify_export(ctx, c)
+
+
+def test_gc_keeps_a_stub_branch_recordings(aws: Any) -> None:
+    """The recordings are named by the branch record, not the log: GC must keep them."""
+    from threads_aws.sandbox.gc import collect
+    from threads_aws.store.records import wall_ms
+    from threads_aws.store.sweep import Sweep
+
+    aws.clock.now = wall_ms()  # objects' LastModified is the real clock
+    host, ctx, b, tid, point = parent_with_a_note(aws)
+    c = host.fork(ALICE, tid, b, {"event_id": point["event_id"], "mode": "stub"})["branch_id"]
+    recorded = ctx.store.head(c).stubs_sha256
+    s = aws.services()
+    sweep = Sweep(s.ddb, aws.resources.state_table, s.s3, aws.resources.bucket)
+    aws.clock.now = wall_ms() + 2_000  # LastModified has whole seconds
+    report = collect(
+        ctx.store, ctx.artifacts, host.stores.resources, sweep, host.sandbox, now=aws.clock(), grace_ms=0
+    )
+    assert recorded not in report.deleted and ctx.artifacts.exists(recorded)
+    say(ctx, c, "note: buy milk")
+    run(ctx, c)
+    assert results(ctx, c)[-1]["preview"] == "stored note 1"

@@ -14,14 +14,16 @@ The reference argument. An object is kept when any of these names it:
 3. each unexpired snapshot's manifest (`expires_at` null or > now) and its files: retention is
    exactly `expires_at`, and a fork needs an unexpired snapshot, so an expired one that is no
    longer any branch's current workspace is never read again;
-4. anything younger than `grace_ms`: a write puts its bytes and manifest before its
+4. a stub-mode branch's recorded stubs (`sandbox.stubs`: the one object only a branch record,
+   not the log, names; written before the branch exists, so covered by 5 until then);
+5. anything younger than `grace_ms`: a write puts its bytes and manifest before its
    effect_commit names them, and a model request's bytes precede its `model_request` (C2), so
    an in-flight object is not referenced yet. The grace must exceed the longest begin→commit
    span (a step's deadline plus the lease TTL; a day is far beyond it).
 A superseded manifest named only by an old write's `provider_receipt` is history, never read:
 no tool reads a past manifest, and a fork reads only a snapshot's. Deleting is safe against
-concurrent writers because everything a writer can still commit is covered by 4, and anything
-covered by 1–3 is marked from a consistent read of the heads taken before the listing.
+concurrent writers because everything a writer can still commit is covered by 5, and anything
+covered by 1–4 is marked from a consistent read of the heads taken before the listing.
 
 Ledger rows (`resources`) whose owner branch has no head record any more (a discarded fork, a
 deleted thread) are claimed by compare-and-set (`live|pending` → `releasing`), released with the
@@ -69,7 +71,7 @@ def artifact_refs(value: Any) -> Iterator[str]:
 def live_references(
     events: Any, workspace: Workspace, report: GcReport, branch_ids: set[str], now: int
 ) -> set[str]:
-    """Every object a live branch references: rules 1–3 of the module doc."""
+    """Every object a live branch references: rules 1–4 of the module doc."""
     marked: set[str] = set()
     for branch_id in sorted(branch_ids):
         try:
@@ -78,6 +80,9 @@ def live_references(
             report.unreadable.append(branch_id)  # its references are unknown: sweep nothing
             continue
         report.branches += 1
+        rec = events.head(branch_id)
+        if rec is not None and rec.stubs_sha256 is not None:
+            marked.add(rec.stubs_sha256)
         manifests = {fold.workspace} if fold.workspace else set()
         for ev in fold.events:
             marked.update(artifact_refs(ev.get("data")))
