@@ -10,6 +10,7 @@ again); an effectful one goes through `effects`.
 
 from __future__ import annotations
 
+from itertools import takewhile
 from typing import Any
 
 from ..core.ask_user import ambiguous_options
@@ -43,6 +44,13 @@ class Calls(Effects, Parallel, Subagents, Handoff):
             return self.finish_handoff(view, call)  # engine.handoff
         entry = f.effects.get(call.effect_key)
         if entry is not None:
+            stubbed = view.record.stubs_sha256 is not None and stubs.is_external(call)
+            if entry["status"] == "unknown" and stubbed:
+                # stub mode: nothing external ever went out (a crash after begin), so the adapter
+                # knows it was not sent; no live lookup, the next attempt is matched again
+                data = {"by": "adapter", "call_id": call.call_id, "outcome": "not_sent"}
+                self.append(view, [Draft("effect_resolved", data, HOST)])
+                return None
             if entry["status"] == "unknown":
                 if view.record.stubs_sha256 is not None and stubs.is_external(call):
                     # Stub mode: nothing mediated goes live, so a begun call never left.
@@ -73,6 +81,8 @@ class Calls(Effects, Parallel, Subagents, Handoff):
         if call.decision == "ask":
             return self.after_ask(view, call)
         group = group_at(self.ctx, f, call)
+        if view.record.stubs_sha256 is not None:  # stub mode: external calls answered one by one
+            group = list(takewhile(lambda c: not stubs.is_external(c), group))
         if len(group) > 1:
             self.run_group(view, group)  # the parallel read-only group (engine.parallel)
             return None

@@ -140,7 +140,17 @@ def occurrence(fold: Fold, call: Call, args_hash: str) -> int:
 
 
 def _own_dispatched(calls: Iterable[Call], call: Call) -> Iterable[Call]:
-    return (c for c in calls if c.branch_id == call.branch_id and c.seq < call.seq and c.attempt >= 1)
+    # An effect reached dispatch at its begin (attempt >= 1); a read-only call has no effect
+    # events, so it counts once it was answered (`executed`: on this branch only ever from a
+    # recording). A miss needn't count either way: occurrences are contiguous, so after a miss
+    # at k every later one misses too.
+    return (
+        c
+        for c in calls
+        if c.branch_id == call.branch_id
+        and c.seq < call.seq
+        and (c.attempt >= 1 or (c.effect_class == "read_only" and c.result_origin == "executed"))
+    )
 
 
 @dataclass(frozen=True, slots=True)
