@@ -182,6 +182,8 @@ class Agent:
     # tools?}; their tools are listed by the worker and pinned with `tools_changed`. Header
     # values are secret references, never secrets, so config_hash covers them safely.
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # `before_tool` hook rules (`engine.hooks`), covered by config_hash like the bindings
+    hooks: dict[str, Any] = field(default_factory=dict)
 
     def policy(self) -> dict[str, Any]:
         """The runtime policy `thread_started` pins: permissions, `retry` (complete: the
@@ -212,6 +214,8 @@ class Agent:
             extra["bindings"] = self.bindings
         if self.mcp_servers:
             extra["mcp_servers"] = self.mcp_servers
+        if self.hooks:
+            extra["hooks"] = self.hooks
         return {
             **extra,
             "adapter": self.adapter,
@@ -287,6 +291,7 @@ AGENT_KEYS = frozenset(
         "mcp_servers",
         "subagents",
         "handoffs",
+        "hooks",
     }
 )
 SCHEDULE_KEYS = frozenset({"name", "cron", "timezone", "input", "tenant"})
@@ -411,6 +416,10 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
             errs += [f"{where}: unknown permissions key {k!r}" for k in sorted(set(perms) - PERMISSION_KEYS)]
         errs += _schedule_errors(where, spec.get("schedules", []))
         errs += _mcp_errors(where, spec.get("mcp_servers", {}))
+        if "hooks" in spec:
+            from .engine.hooks import hook_errors
+
+            errs += hook_errors(where, spec["hooks"])
         for i, fb in enumerate(spec.get("fallback_models", [])):
             fw = f"{where}: fallback_models[{i}]"
             if not isinstance(fb, dict) or set(fb) - {"provider", "name", "adapter", "model_params"}:
@@ -709,6 +718,7 @@ def _agent(name: str, raw: dict[str, Any]) -> Agent:
         limits=limits,
         bindings=bindings,
         mcp_servers=raw.get("mcp_servers", {}),
+        hooks=raw.get("hooks", {}),
     )
 
 

@@ -23,6 +23,7 @@ from ..writer import Draft, View
 from .bindings import composition_for, executor_for, pinned_agent
 from .effects import Effects
 from .handoff import Handoff
+from .hooks import before_tool, gate
 from .loop import HOST, RECOVERY, TOOL, result
 from .parallel import Parallel, candidates_after, group_at
 from .permissions import Decision, PermissionEngine, category_of, suggested_rules
@@ -117,13 +118,17 @@ class Calls(Effects, Parallel, Subagents, Handoff):
 
     def gate_drafts(self, view: View, call: Call | dict[str, Any]) -> list[Draft]:
         """What gates a call before it runs (a Call, or a tool_call's data being recorded): its
-        `permission_decision`."""
+        `before_tool` hook decision, if a hook rule matches, then its `permission_decision`."""
         call_id, name, args = (
             (call.call_id, call.name, call.input)
             if isinstance(call, Call)
             else (call["call_id"], call["name"], call["input"])
         )
-        return [Draft("permission_decision", self.decision_for(view, name, args).data(call_id), HOST)]
+        decision = self.decision_for(view, name, args)
+        rules = before_tool(pinned_agent(self.ctx, view.fold))
+        if not rules:
+            return [Draft("permission_decision", decision.data(call_id), HOST)]
+        return gate(rules, call_id, name, args, decision)  # hook_decision first (engine.hooks)
 
     def after_ask(self, view: View, call: Call) -> str | None:
         """An `ask` call: challenge it, wait on its challenge, or act on the decision."""

@@ -208,6 +208,8 @@ class DemoModel:
     - `time` → tool_use `time {}` (read-only);
     - `write <path>: <text>` → `write_file {path, content}` (a workspace write, an effect);
     - `read <path>` → `read_file {path}`; `ls` → `list_files {}` (read-only);
+    - `read: a; b; c` → one `read_file` per path in one response (they run as a parallel
+      read-only group, `engine.parallel`);
     - `exec: <command>` → `exec {command}` (the sandbox over the workspace; asks by default);
     - `lambda: <tool> <json>` / `mcp: <tool> <json>` → tool_use `<tool>` with the JSON object as
       input (a Lambda tool, an MCP server's tool: the agent's tool names);
@@ -264,6 +266,19 @@ class DemoModel:
             if line.get("role") == "user":
                 text = _text_of(line.get("content")).strip()
                 break
+        head, sep, rest = text.partition(":")
+        if sep and head.strip().lower() == "read" and ";" in rest:  # one call per path: a parallel group
+            paths = [p.strip() for p in rest.split(";") if p.strip()]
+            uses = [
+                {
+                    "type": "tool_use",
+                    "call_id": call_id_for(request, i),
+                    "name": "read_file",
+                    "input": {"path": p},
+                }
+                for i, p in enumerate(paths)
+            ]
+            return uses, "tool_use"
         use = self._tool_use(text)
         if use is None:
             return [{"type": "text", "text": f'You said: "{text}"'}], "end_turn"
