@@ -45,13 +45,6 @@ class Calls(Effects, Parallel, Subagents, Handoff):
             return self.finish_handoff(view, call)  # engine.handoff
         entry = f.effects.get(call.effect_key)
         if entry is not None:
-            stubbed = view.record.stubs_sha256 is not None and stubs.is_external(call)
-            if entry["status"] == "unknown" and stubbed:
-                # stub mode: nothing external ever went out (a crash after begin), so the adapter
-                # knows it was not sent; no live lookup, the next attempt is matched again
-                data = {"by": "adapter", "call_id": call.call_id, "outcome": "not_sent"}
-                self.append(view, [Draft("effect_resolved", data, HOST)])
-                return None
             if entry["status"] == "unknown":
                 if view.record.stubs_sha256 is not None and stubs.is_external(call):
                     # Stub mode: nothing mediated goes live, so a begun call never left.
