@@ -186,3 +186,30 @@ def test_a_crash_mid_group_recovers_from_the_log(aws):
     assert tool.runs["c0"] == 1  # a recorded call never runs again
     assert all(tool.runs[k] in (1, 2) for k in keys[1:])  # the unrecorded ones ran again
     verify_export(ctx, b)
+
+
+def test_a_cancel_barrier_stops_the_group_from_starting_more(aws):
+    from helpers.engine import USER
+
+    keys = [f"x{i:02d}" for i in range(12)]
+    tool = Lookup({k: 0.3 for k in keys})
+    ctx, b = setup(aws, lookups(keys), tool)
+    api = Writer(aws.events(), clock=aws.clock)  # the cancel route: another process
+    inner = tool.__call__
+
+    def cancel_on_first(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
+        if args["key"] == "x00":
+            api.append(b, [Draft("cancel_requested", {"scope": "turn"}, USER)])
+        return inner(args, tc)
+
+    cancel_on_first.concurrent = True  # type: ignore[attr-defined]
+    ctx.tools = {**ctx.tools, "lookup": cancel_on_first}
+    assert run(ctx, b).state == "idle"
+    evs = ctx.writer.load(b).fold.events
+    origins = {e["data"]["call_id"]: e["data"]["origin"] for e in evs if e["type"] == "tool_result"}
+    started = [f"call_{k}" for k in keys[:MAX_IN_FLIGHT]]
+    assert all(origins[c] == "executed" for c in started)  # what ran is recorded
+    assert all(origins[f"call_{k}"] == "not_executed" for k in keys[MAX_IN_FLIGHT:])  # never started
+    assert sum(tool.runs.values()) == MAX_IN_FLIGHT
+    assert evs[-1]["data"] == {"reason": "cancelled"}
+    verify_export(ctx, b)
