@@ -124,3 +124,67 @@ def test_a_crash_before_the_target_exists_recreates_it(aws: Any) -> None:
     assert [e["type"] for e in events(ctx, target)] == ["thread_started", "user_input"]
     assert run(ctx, source).state == "idle"  # nothing more to do
     assert len(of_type(ctx, source, "handoff")) == 1
+
+
+def test_the_target_decides_under_the_sources_ceiling(aws: Any) -> None:
+    """The source's policy denies `time`; the target's own allows it: the stricter wins, so the
+    target's `time` call is denied (semantics §Permissions, the handoff ceiling)."""
+    from helpers.engine import scripted
+    from threads_aws.engine.models import ScriptedModel
+
+    use = {"agent": "demo", "message": "time"}
+    model = ScriptedModel(
+        [
+            {
+                "content": [{"call_id": "h1", "input": use, "name": "handoff", "type": "tool_use"}],
+                "stop_reason": "tool_use",
+            }
+        ]
+    )
+    ctx = make_ctx(aws)
+    source = new_thread(ctx, deny=["time"])
+    say(ctx, source, "over to you")
+    run(make_ctx(aws, models=scripted(model)), source)
+    _, target = target_of(ctx, source)
+    assert events(ctx, target)[1]["data"]["text"] == "time"
+    run(ctx, target)
+    (decision,) = of_type(ctx, target, "permission_decision")
+    assert decision["data"]["decision"] == "deny"
+    assert of_type(ctx, target, "tool_result")[0]["data"]["origin"] == "denied"
+    # without the ceiling the same agent allows it
+    plain = new_thread(ctx)
+    say(ctx, plain, "time")
+    run(ctx, plain)
+    assert of_type(ctx, plain, "permission_decision")[0]["data"]["decision"] == "allow"
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_handoff_survives_a_crash_at_every_step(aws: Any, when: str) -> None:
+    """The worker dies before/after each of its appends and the target's creation; a fresh one
+    takes over: one handoff, one target thread (that id) with one forwarded input, the source's
+    run handed_off."""
+    from test_subagents_crash import Crash, crashing
+
+    clean, points = crashing(aws, at=-1, when="after")
+    b = new_thread(make_ctx(aws))
+    say(make_ctx(aws), b, "handoff: demo")
+    run(clean, b)
+    total = points.n
+    assert total >= 3  # ..., handoff, the target, the result + turn_completed
+    for at in range(1, total + 1):
+        label = f"crash {when} step {at}"
+        ctx, _ = crashing(aws, at, when)
+        source = new_thread(make_ctx(aws))
+        run_id = say(make_ctx(aws), source, "handoff: demo")
+        with pytest.raises(Crash):
+            run(ctx, source, holder="w1")
+        aws.clock.advance(120_000)
+        fresh = make_ctx(aws)
+        assert run(fresh, source, holder="w2").state == "idle", label
+        assert len(of_type(fresh, source, "handoff")) == 1, label
+        _, target = target_of(fresh, source)
+        assert [e["type"] for e in events(fresh, target)] == ["thread_started", "user_input"], label
+        outcome = projections.run_outcome(events(fresh, source), run_id, thread_id="t", branch_id=source)
+        assert outcome is not None and outcome["status"] == "handed_off", label
+        verify_export(fresh, source)
+        verify_export(fresh, target)

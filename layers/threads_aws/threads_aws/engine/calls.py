@@ -22,7 +22,7 @@ from ..store.questions import QuestionRow
 from ..writer import Draft, View
 from .bindings import composition_for, executor_for, pinned_agent
 from .effects import Effects
-from .handoff import Handoff
+from .handoff import Handoff, under_ceiling
 from .hooks import before_tool, gate
 from .loop import HOST, RECOVERY, TOOL, result
 from .parallel import Parallel, candidates_after, group_at
@@ -151,7 +151,9 @@ class Calls(Effects, Parallel, Subagents, Handoff):
         if isinstance(schema, dict) and not validates(schema, args):
             return Decision("deny", "default", None, mode)
         engine = PermissionEngine(f.policy.get("permissions"), f.thread_rules)
-        return engine.decide(name, args, category=category_of(spec["effect_class"]), mode=mode)
+        category = category_of(spec["effect_class"])
+        own = engine.decide(name, args, category=category, mode=mode)
+        return under_ceiling(self.ctx, f, name, args, category, own)  # a handoff target's sources
 
     def request_approval(self, view: View, call: Call) -> str | None:
         now = self.ctx.clock()

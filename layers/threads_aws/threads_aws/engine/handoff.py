@@ -15,8 +15,9 @@ Ordering (derived from the source's log, so a crash anywhere repeats nothing):
 A source step that finds the handoff with its call pending (a crash after 1 or 2) does 2 and 3.
 
 The target's budgets: its own, plus the source's as ancestors (`budget_plan` follows
-`thread_started.parent` whatever the relation); its approvals answer to the root's approvers
-(`host.authority` follows the same link).
+`thread_started.parent` whatever the relation); its permission decisions are taken under the
+source's as a ceiling (`under_ceiling`: the stricter wins); its approvals answer to the root's
+approvers (`host.authority` follows the same link).
 """
 
 from __future__ import annotations
@@ -28,10 +29,35 @@ from ..core.fold import Call, Fold
 from ..store.records import AlreadyExists
 from ..writer import Draft, View
 from .bindings import composition_for
+from .context import EngineContext
 from .loop import HOST, StepBase, result
+from .permissions import Decision, PermissionEngine
 from .subagents import on_behalf
 
 NOT_EXECUTED_PREVIEW = "Not executed: the conversation was handed off."
+RANK = {"allow": 0, "ask": 1, "deny": 2}
+MAX_CEILINGS = 8  # handoffs followed up (a longer chain is a loop or a bug)
+
+
+def under_ceiling(
+    ctx: EngineContext, fold: Fold, name: str, args: dict[str, Any], category: str, own: Decision
+) -> Decision:
+    """A handoff target's decision under its sources' ceilings (semantics §Permissions): each
+    source up the `thread_started.parent{relation: handoff}` chain decides the call under its own
+    policy, remembered rules and mode; the stricter decision wins (deny > ask > allow), the
+    target's on a tie."""
+    out, f = own, fold
+    for _ in range(MAX_CEILINGS):
+        parent = (f.started or {}).get("parent")
+        if not isinstance(parent, dict) or parent.get("relation") != "handoff":
+            break
+        f = ctx.writer.load(str(parent["branch_id"])).fold
+        ceiling = PermissionEngine(f.policy.get("permissions"), f.thread_rules).decide(
+            name, args, category=category, mode=f.mode
+        )
+        if RANK[ceiling.decision] > RANK[out.decision]:
+            out = ceiling
+    return out
 
 
 class Handoff(StepBase):
