@@ -26,7 +26,8 @@ A call (`McpTool`) runs after `effect_begin` is durable and the lease re-checked
 with the effect key in the request's `_meta` (META_KEY):
 the result commits; `isError` is an error result; a JSON-RPC error answer is an error result (the
 tool didn't run); a lost answer or timeout is `ToolUncertain` → `effect_unknown`, settled by the
-class; no connection is `ToolNotSent`.
+class; no connection, or a listing (of a step that hadn't listed) that failed before the call
+was sent, is `ToolNotSent`.
 """
 
 from __future__ import annotations
@@ -221,6 +222,10 @@ class McpTool:
     def __call__(self, args: dict[str, Any], tc: ToolContext) -> ToolOutput:
         try:
             mcp_name = self.step.mcp_name(self.server, self.decl, self.name)
+        except (McpNotSent, McpLost, McpRefused) as exc:
+            # the listing failed, so the tools/call was never sent: not_sent, never unknown
+            raise ToolNotSent(f"{self.server}: its tool list could not be read: {exc}") from exc
+        try:
             if mcp_name is None:
                 return ToolOutput(
                     f"Error: the MCP server {self.server} no longer lists this tool.", is_error=True
