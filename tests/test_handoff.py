@@ -188,3 +188,50 @@ def test_handoff_survives_a_crash_at_every_step(aws: Any, when: str) -> None:
         assert outcome is not None and outcome["status"] == "handed_off", label
         verify_export(fresh, source)
         verify_export(fresh, target)
+
+
+@pytest.mark.parametrize("moved_away", [False, True])
+def test_a_channel_conversation_route_moves_with_the_handoff(aws: Any, moved_away: bool) -> None:
+    """The route (tenant, channel, installation, conversation) → thread moves to the target in
+    the target's creation transaction (one conditional update on the source thread), so the
+    conversation's next message reaches the target."""
+    from threads_aws.agents import load_agents
+    from threads_aws.core.canonical import new_uuid7
+    from threads_aws.new_thread import start_thread
+    from threads_aws.store.channel_threads import ChannelRoute
+
+    ctx = make_ctx(aws)
+    tid, bid = new_uuid7(), new_uuid7()
+    route = ChannelRoute("acme", "slack", "T1", "C1", thread_id=tid, branch_id=bid)
+    start_thread(
+        ctx.stores,
+        ctx.writer,
+        load_agents()["demo"],
+        tenant="acme",
+        thread_id=tid,
+        branch_id=bid,
+        now_ms=ctx.clock(),
+        companions=[ctx.stores.channel_threads.create(route)],
+    )
+    sender = {"kind": "channel", "principal": ALICE.as_dict()}
+    delivery = {
+        "channel": "slack",
+        "conversation": "C1",
+        "delivery_id": "d1",
+        "installation": "T1",
+        "item_key": "i1",
+        "text": "handoff: demo",
+    }
+    _, lines = ctx.writer.append(bid, [Draft("channel_delivery", delivery, sender)])
+    text = {"delivery_event_id": lines[0].event_id, "source": "channel", "text": "handoff: demo"}
+    ctx.writer.append(bid, [Draft("user_input", text, {"kind": "user", "principal": ALICE.as_dict()})])
+    other = new_uuid7()
+    if moved_away:  # the route names another thread by now: the target is created without it
+        item = ChannelRoute("acme", "slack", "T1", "C1", thread_id=other, branch_id=other).to_item()
+        aws.ddb.put_item(TableName=aws.resources.state_table, Item=item)
+    run(ctx, bid)
+    to_thread, target = target_of(ctx, bid)
+    moved = ctx.stores.channel_threads.get("acme", "slack", "T1", "C1")
+    assert moved is not None
+    assert (moved.thread_id, moved.branch_id) == ((other, other) if moved_away else (to_thread, target))
+    assert [e["type"] for e in events(ctx, target)] == ["thread_started", "user_input"]

@@ -8,7 +8,10 @@ Ordering (derived from the source's log, so a crash anywhere repeats nothing):
 2. The target: header + `thread_started{…, parent{thread_id, branch_id, event_id: the handoff,
    relation: handoff}}` + `user_input{source: handoff, text: the forwarded text}` in one
    transaction (`new_thread.start_thread`; an existing thread id = already created), then its
-   run step (re-enqueued by any later step of the source: a lost enqueue).
+   run step (re-enqueued by any later step of the source: a lost enqueue). A channel
+   conversation's route moves to the target in the same transaction (`ChannelThreads.move`, one
+   conditional update on the source thread; if the route names another thread by then, the
+   target is created without it).
 3. On the source, one append: the call's `tool_result`, every later pending call closed
    `not_executed`, `turn_completed{handoff}`: the run ends `handed_off` only once its target
    exists, so a client that reads the outcome can read the target at once.
@@ -26,7 +29,7 @@ from typing import Any
 
 from ..core.canonical import new_uuid7
 from ..core.fold import Call, Fold
-from ..store.records import AlreadyExists
+from ..store.records import AlreadyExists, Companion, CompanionFailed
 from ..writer import Draft, View
 from .bindings import composition_for
 from .context import EngineContext
@@ -126,22 +129,38 @@ class Handoff(StepBase):
         from ..new_thread import start_thread
 
         branch_id = new_uuid7()
-        try:
-            start_thread(
-                self.ctx.stores,
-                self.ctx.writer,
-                agent,
-                tenant=tenant,
-                thread_id=d["to_thread_id"],
-                branch_id=branch_id,
-                now_ms=self.ctx.clock(),
-                started=started,
-                drafts=[Draft("user_input", {"source": "handoff", "text": text}, on_behalf(view.fold))],
-            )
-        except AlreadyExists:
-            return False
+        move = self._route_move(view, (d["to_thread_id"], branch_id))
+        for companions in ([move] if move is not None else []), []:
+            try:
+                start_thread(
+                    self.ctx.stores,
+                    self.ctx.writer,
+                    agent,
+                    tenant=tenant,
+                    thread_id=d["to_thread_id"],
+                    branch_id=branch_id,
+                    now_ms=self.ctx.clock(),
+                    started=started,
+                    drafts=[Draft("user_input", {"source": "handoff", "text": text}, on_behalf(view.fold))],
+                    companions=companions,
+                )
+                break
+            except CompanionFailed:  # the route names another thread now: the target without it
+                continue
+            except AlreadyExists:
+                return False
         self._wake_target(branch_id)
         return True
+
+    def _route_move(self, view: View, to: tuple[str, str]) -> Companion | None:
+        """A channel conversation's route moves with the handoff (its latest delivery names it)."""
+        ev = next((e for e in reversed(view.fold.events) if e["type"] == "channel_delivery"), None)
+        if ev is None:
+            return None
+        d = ev["data"]
+        return self.ctx.stores.channel_threads.move(
+            view.record.tenant, d["channel"], d["installation"], d["conversation"], view.thread_id, to
+        )
 
     def _wake_target(self, branch_id: str) -> None:
         if self.ctx.steps is not None:

@@ -9,7 +9,7 @@ Create-or-get: the row is a companion of the new thread's creation (`Put` with
 ``attribute_not_exists(pk)``), so a route exists iff its thread does. Of two webhooks racing on
 one new conversation, exactly one creates the thread; the other's transaction fails the route's
 condition, writes nothing, and reads the winner's row back (ALL_OLD). Only the verified address
-selects the row: message text never does.
+selects the row: message text never does. A handoff moves the row to its target (`move`).
 """
 
 from __future__ import annotations
@@ -83,3 +83,25 @@ class ChannelThreads:
         """The new route, to commit with its thread's creation (fails if the address has one:
         the stored route comes back in the CompanionFailed)."""
         return Companion(TAG, put_new(self.table, route.to_item()))
+
+    def move(
+        self,
+        tenant: str,
+        channel: str,
+        installation_id: str,
+        address: str,
+        from_thread: str,
+        to: tuple[str, str],
+    ) -> Companion:
+        """A handoff moves the conversation's route to its target `to` = (thread_id, branch_id):
+        one conditional UPDATE on (tenant, address) that holds only while the route still names
+        `from_thread` (semantics §5 Channels); it commits with the target's creation, so the
+        route moves iff the target exists. A failed condition means re-read the route."""
+        update = {
+            "TableName": self.table,
+            "Key": route_key(tenant, channel, installation_id, address),
+            "UpdateExpression": "SET thread_id = :t, branch_id = :b",
+            "ConditionExpression": "thread_id = :s",
+            "ExpressionAttributeValues": {":t": S(to[0]), ":b": S(to[1]), ":s": S(from_thread)},
+        }
+        return Companion(TAG + ":move", {"Update": update})

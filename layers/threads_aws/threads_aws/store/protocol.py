@@ -197,6 +197,16 @@ class ChannelThreadStore(Protocol):
 
     def create(self, route: ChannelRoute) -> Companion: ...
 
+    def move(
+        self,
+        tenant: str,
+        channel: str,
+        installation_id: str,
+        address: str,
+        from_thread: str,
+        to: tuple[str, str],
+    ) -> Companion: ...
+
 
 class DeltaStore(Protocol):
     """Live delta rows of model requests in flight (`store.deltas.DeltaRows`)."""
