@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -92,10 +93,22 @@ def test_the_handlers_are_found():
     assert sum(map(_is_api, names)) >= 18
 
 
+def _watch(name: str) -> tuple[str, ...]:
+    return HEAVY + (HOST_GRAPH if _is_api(name) else ())
+
+
+@pytest.fixture(scope="module")
+def loaded() -> dict[str, list[str]]:
+    """Every handler probed once, a few interpreters at a time (each is mostly start-up wait)."""
+    names = _handlers()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        found = pool.map(lambda n: loaded_at_import(FUNCTIONS / n, _watch(n)), names)
+        return dict(zip(names, found, strict=True))
+
+
 @pytest.mark.parametrize("name", _handlers())
-def test_a_handler_imports_no_heavy_module(name):
-    watch = HEAVY + (HOST_GRAPH if _is_api(name) else ())
-    assert loaded_at_import(FUNCTIONS / name, watch) == []
+def test_a_handler_imports_no_heavy_module(name, loaded):
+    assert loaded[name] == []
 
 
 def test_the_check_sees_a_heavy_import(tmp_path):
