@@ -10,6 +10,7 @@ What runs (the library's real paths, every AWS call counted by botocore event ho
 3. `POST …/forks` (`Host.fork`: the fork procedure with the S3 workspace provider: ledger row,
    child branch, restore = the manifest's GET, verified (it pins every file by hash and size:
    no per-file request), fork event, ready);
+   then the same fork in `mode: stub` (no restore, no ledger row, the recordings stored once);
 4. the child's first write (`write_file`'s executor over the child's inherited manifest) and a
    read of one file.
 Bytes are request bodies sent plus response bodies received (S3 object bodies by length).
@@ -140,6 +141,10 @@ def main() -> None:
         print(
             f"  a byte copy of the workspace would move {total:,} bytes; the fork read only the {len(manifest.to_bytes()):,}-byte manifest"
         )
+
+        meter.reset()
+        host.fork(who, thread_id, branch, {"event_id": lines[0].event_id, "mode": "stub"})
+        print(meter.line("fork mode stub (no restore, no ledger row; the recorded stubs' PutObject)"))
 
         fold = ctx.writer.load(child).fold
         tc = ToolContext(
