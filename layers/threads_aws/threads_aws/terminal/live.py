@@ -249,5 +249,8 @@ class Follower:
                 "awaiting_input": f"threads-aws answer {outcome['thread_id']} ANSWER",
                 "effect_unknown": f"threads-aws resolve {outcome['thread_id']} done|not-done",
             }.get(str(outcome.get("reason")))
+            child = next((p["id"] for p in outcome.get("pending") or [] if p.get("kind") == "child"), None)
+            if child is not None:  # a subagent waits: its approvals are the child thread's
+                hint = f"threads-aws approve {child}   (the child thread's; or deny)"
             if hint:
                 self.console.print(f"  next: {hint}", style="dim", highlight=False)

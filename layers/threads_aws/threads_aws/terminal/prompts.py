@@ -55,6 +55,16 @@ def settle(client: Client, console: Console, view: RunView, outcome: dict[str, A
                 if not ask_approval(client, console, thread_id, approval):
                     return False
                 settled += 1
+        for p in pending:  # a subagent's park: its approvals are the child's (or a grandchild's)
+            if p.get("kind") == "child":
+                found = child_approvals(client, p["id"])
+                for child, approval in found:
+                    if not ask_approval(client, console, child, approval):
+                        return False
+                    settled += 1
+                if not found and working(client, p["id"]):  # granted: the child goes on
+                    time.sleep(0.25)
+                    settled += 1
     elif outcome.get("reason") == "awaiting_input":
         for p in pending:
             if p.get("kind") == "input":
@@ -69,6 +79,30 @@ def settle(client: Client, console: Console, view: RunView, outcome: dict[str, A
                     return False
                 settled += 1
     return settled > 0
+
+
+def child_approvals(client: Client, thread_id: str, depth: int = 0) -> list[tuple[str, Any]]:
+    """(thread, approval) pairs open in a parked child, or down its running children."""
+    found = [(thread_id, a) for a in client.approvals(thread_id)]
+    if found or depth >= 8:
+        return found
+    for c in client.thread(thread_id).get("children", []):
+        if c["status"] == "running":
+            found += child_approvals(client, c["child_thread_id"], depth + 1)
+    return found
+
+
+def working(client: Client, thread_id: str, depth: int = 0) -> bool:
+    """The child is no longer parked (or the child it parks on isn't): its parent resumes soon,
+    so following on will see the run go on."""
+    detail = client.thread(thread_id)
+    if detail["status"] != "parked":
+        return True
+    return depth < 8 and any(
+        working(client, c["child_thread_id"], depth + 1)
+        for c in detail.get("children", [])
+        if c["status"] == "running"
+    )
 
 
 def find_call(client: Client, thread_id: str, branch_id: str, call_id: str) -> dict[str, Any] | None:
