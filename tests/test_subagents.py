@@ -239,3 +239,36 @@ def test_a_grandchild_park_reaches_the_root_and_answers_to_its_approver(aws: Any
         assert len(of_type(ctx, b, "turn_completed")) == 1
         reduced(ctx, b)
     assert [c["status"] for c in reduced(ctx, child)["children"]] == ["completed"]
+
+
+def test_a_child_agent_undeployed_before_its_creation_finishes_failed(aws: Any) -> None:
+    """agent_spawned is durable, the worker died before creating the child, and the next worker
+    no longer deploys that agent: the call finishes `failed` (one agent_finished), nothing hangs."""
+    import dataclasses
+
+    class Crash(BaseException):
+        pass
+
+    class DieOnCreate:
+        def __init__(self, base: Any) -> None:
+            self.base = base
+
+        def create_branch(self, spec: Any) -> Any:
+            raise Crash
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.base, name)
+
+    dying = make_ctx(aws)
+    dying.stores = dataclasses.replace(dying.stores, events=DieOnCreate(dying.stores.events))
+    parent = new_thread(dying)
+    say(dying, parent, "spawn: demo: hello")
+    with pytest.raises(Crash):
+        run(dying, parent)
+    aws.clock.advance(120_000)
+    fresh = make_ctx(aws)
+    fresh.agents = {k: v for k, v in (fresh.agents or {}).items() if k != "demo"}
+    run(fresh, parent)
+    (finished,) = of_type(fresh, parent, "agent_finished")
+    assert finished["data"]["status"] == "failed"
+    assert reduced(fresh, parent)["children"][0]["status"] == "failed"

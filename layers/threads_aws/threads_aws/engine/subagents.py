@@ -127,6 +127,18 @@ class Subagents(StepBase):
         f = view.fold
         child_id = spawned["data"]["child_thread_id"]
         child = self.child_view(view.record.tenant, child_id)
+        if child is None and spawned["data"]["agent_name"] not in (self.ctx.agents or {}):
+            # undeployed between agent_spawned and the child's creation: it never starts
+            data = {
+                "child_thread_id": child_id,
+                "status": "failed",
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+            }
+            text = f"failed: agent {spawned['data']['agent_name']} is not deployed here"
+            self.append(
+                view, [Draft("agent_finished", data, HOST), result(call.call_id, text, "executed", True)]
+            )
+            return None
         if child is None:
             child = self.create_child(view, spawned, str(call.input.get("prompt", "")))
         if self.finish_if_ended(view, call, child):
