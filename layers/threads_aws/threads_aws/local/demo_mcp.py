@@ -38,7 +38,11 @@ def build(
 
     saved = {} if saved is None else saved
 
-    server: Any = MCPServer("threads-demo-tools", instructions="Demo tools of threads-aws dev.")
+    # The SDK's constructor runs logging.basicConfig at this level on the root logger: at its INFO
+    # default every botocore "Found credentials" line of the dev process would reach the terminal.
+    server: Any = MCPServer(
+        "threads-demo-tools", instructions="Demo tools of threads-aws dev.", log_level="WARNING"
+    )
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def lookup_rate(currency: str) -> str:
