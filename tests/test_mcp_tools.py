@@ -48,6 +48,13 @@ def test_annotations_map_to_an_effect_class(annotations, expected):
     assert effect_class(annotations, WINDOW) == expected
 
 
+def test_an_idempotent_hint_without_a_declared_window_is_unguarded():
+    # The hint says a repeat has no further effect, not that the server dedups on the effect
+    # key: only a declared dedup window makes a re-send after an unknown outcome safe.
+    assert effect_class({"idempotentHint": True}, None) == {"effect_class": "unguarded"}
+    assert effect_class({"readOnlyHint": True}, None) == {"effect_class": "read_only"}
+
+
 def test_names_are_namespaced_and_unfit_tools_not_offered():
     obj = {"type": "object"}
     listed = [

@@ -17,8 +17,11 @@ name doesn't fit `Name` (64 characters) or collides after that mapping is not of
 Effect class from the tool's annotations (MCP hints; defaults readOnly false, destructive true,
 idempotent false):
 - readOnlyHint → `read_only` (no effect events);
-- idempotentHint → `idempotent`, `dedup_window_ms` = the server's (a re-send of the same call
-  inside it is safe: the server says a repeat has no further effect);
+- idempotentHint → `idempotent` only where the agent's server entry declares `dedup_window_ms`:
+  semantics §4's `idempotent` is "the provider dedups on the effect key", and the MCP hint only
+  says a repeat of the same arguments has no further effect (a re-send after another writer's
+  change would overwrite it); declaring the window is the operator saying the server dedups on
+  the key the call carries in `_meta`. Without it the tool is `unguarded`;
 - otherwise `unguarded` - destructiveHint false (additive) would fit `reconcilable`, but MCP has
   no lookup of an earlier call's outcome, so nothing could reconcile it.
 
@@ -44,7 +47,6 @@ from .tools import ToolContext, ToolNotSent, ToolOutput, ToolUncertain
 
 PREFIX = "mcp__"
 DEFAULT_TIMEOUT_MS = 60_000
-DEFAULT_DEDUP_WINDOW_MS = 86_400_000
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _BAD = re.compile(r"[^a-z0-9_]")
 HOST = {"kind": "host"}
@@ -68,12 +70,15 @@ def split_name(name: str) -> tuple[str, str] | None:
     return (server, tool) if sep and server and tool else None
 
 
-def effect_class(annotations: dict[str, Any] | None, dedup_window_ms: int) -> dict[str, Any]:
-    """The ToolSpec's effect keys for an MCP tool's annotations."""
+def effect_class(
+    annotations: dict[str, Any] | None, dedup_window_ms: int | None
+) -> dict[str, Any]:
+    """The ToolSpec's effect keys for an MCP tool's annotations (and its server's declared
+    dedup window: None when the entry declares none)."""
     a = annotations or {}
     if a.get("readOnlyHint") is True:
         return {"effect_class": "read_only"}
-    if a.get("idempotentHint") is True:
+    if a.get("idempotentHint") is True and dedup_window_ms is not None:
         return {"dedup_window_ms": dedup_window_ms, "effect_class": "idempotent"}
     return {"effect_class": "unguarded"}  # additive or destructive: no lookup exists to reconcile
 
@@ -83,7 +88,8 @@ def tool_specs(
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The pinned ToolSpecs of a server's listing (in its order) and namespaced → MCP name."""
     allow = decl.get("tools")
-    window = int(decl.get("dedup_window_ms", DEFAULT_DEDUP_WINDOW_MS))
+    declared = decl.get("dedup_window_ms")
+    window = None if declared is None else int(declared)
     specs: list[dict[str, Any]] = []
     names: dict[str, str] = {}
     clash: set[str] = set()
