@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from helpers.engine import Crash, make_ctx, run, say, scripted, verify_export
-from threads_aws.agents import parse_agents
+from threads_aws.agents import load_agents, parse_agents
+from threads_aws.core import projections
 from threads_aws.core.canonical import canonical_hash, new_uuid7
 from threads_aws.core.lines import StoredLine, header_line
 from threads_aws.engine.context import EngineContext
@@ -163,4 +164,45 @@ def test_a_crash_after_begin_is_matched_again_never_looked_up_live(aws: Any) -> 
     assert settled == [{"by": "adapter", "call_id": "call_0", "outcome": "not_sent"}]
     assert [e["data"]["attempt"] for e in evs if e["type"] == "effect_begin"] == [1, 2]
     assert previews(ctx, b) == [("executed", "recorded")]
+    verify_export(ctx, b)
+
+
+def demo_stub_branch(aws: Any) -> tuple[EngineContext, str]:
+    """A stub-mode branch of the demo agent with no recordings (its parent made no external call)."""
+    ctx = make_ctx(aws)
+    thread_id, branch_id = new_uuid7(), new_uuid7()
+    header = StoredLine.of_header(header_line(thread_id, branch_id, ctx.clock()))
+    ctx.store.create_branch(
+        NewBranch(
+            thread_id=thread_id,
+            tenant="acme",
+            branch_id=branch_id,
+            header=header,
+            create_thread=True,
+            stubs_sha256=store_recordings([], ctx.artifacts),
+        )
+    )
+    started = load_agents()["demo"].thread_started()
+    ctx.writer.append(branch_id, [Draft("thread_started", started, {"kind": "host"})])
+    return ctx, branch_id
+
+
+@pytest.mark.parametrize("prompt", ["spawn: demo: note: buy milk", "handoff: demo"])
+def test_a_spawn_or_handoff_on_a_stub_branch_starts_no_live_thread(aws: Any, prompt: str) -> None:
+    # A child or handoff target would be a live thread whose tools go live: the parent records
+    # neither call, so on a stub branch each is an unmatched external operation (fail closed).
+    ctx, b = demo_stub_branch(aws)
+    run_id = say(ctx, b, prompt)
+    run(ctx, b)
+    evs = ctx.writer.load(b).fold.events
+    kinds = [e["type"] for e in evs]
+    assert "agent_spawned" not in kinds and "handoff" not in kinds
+    assert "effect_begin" not in kinds and "effect_resolved" not in kinds
+    (res,) = [e["data"] for e in evs if e["type"] == "tool_result"]
+    assert res["origin"] == "not_executed" and res["preview"].startswith("unmatched_external_op")
+    assert evs[-1]["type"] == "turn_completed" and evs[-1]["data"] == {"reason": "error"}
+    outcome = projections.run_outcome(evs, run_id, thread_id=evs[0]["thread_id"], branch_id=b)
+    assert outcome["status"] == "failed" and outcome["error"]["code"] == "unmatched_external_op"
+    threads, _ = ctx.stores.threads.list_threads("acme")
+    assert len(threads) == 1  # no child or target thread was created
     verify_export(ctx, b)

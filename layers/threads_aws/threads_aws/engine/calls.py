@@ -221,6 +221,9 @@ class Calls(Effects, Parallel, Subagents, Handoff):
             return self.ask_user(view, call)
         composed = composition_for(self.ctx, view.fold, call.name)
         if composed is not None:  # recorded by its own events, never an effect
+            if view.record.stubs_sha256 is not None:  # stub mode: no live child or target thread
+                self.stubbed_read(view, call)
+                return None
             return self.spawn(view, call) if composed["kind"] == "spawn" else self.hand_off(view, call)
         executor = executor_for(self.ctx, view.fold, call.name, self.step_mcp)
         if executor is None:

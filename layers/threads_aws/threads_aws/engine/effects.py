@@ -106,7 +106,7 @@ class Effects(StepBase):
             ]
         )
 
-    def stubbed(self, view: View, call: Call) -> ToolOutput | None:
+    def stubbed(self, view: View, call: Call, *, begun: bool = True) -> ToolOutput | None:
         """A stub-mode branch's answer for an external call: its recording, or None after a miss
         failed closed (an effect settled `not_sent`, every call of the turn closed, the turn
         ended: `sandbox.stubs`)."""
@@ -115,7 +115,7 @@ class Effects(StepBase):
         if not isinstance(found, stubs.Miss):
             return ToolOutput(str(found["output"]), bool(found.get("is_error", False)))
         drafts = []
-        if call.effect_class != "read_only":
+        if begun:  # its effect_begin is in the log
             data = {"by": "adapter", "call_id": call.call_id, "outcome": "not_sent"}
             drafts.append(Draft("effect_resolved", data, HOST))
         drafts.append(result(call.call_id, found.message(), "not_executed", True))
@@ -129,8 +129,10 @@ class Effects(StepBase):
         return None
 
     def stubbed_read(self, view: View, call: Call) -> None:
-        """A read-only external call on a stub-mode branch: its recorded result, never a call."""
-        out = self.stubbed(view, call)
+        """An external call without effect events on a stub-mode branch (a read-only call; a
+        spawn_agent or handoff, which would start a live thread): its recorded result, never a
+        call. The parent records neither composition call, so those always miss: fail closed."""
+        out = self.stubbed(view, call, begun=False)
         if out is not None:
             self.append(view, [result(call.call_id, out.text, "executed", out.is_error)])
 
