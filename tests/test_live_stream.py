@@ -302,7 +302,9 @@ def test_reasoning_goes_out_only_when_asked_and_a_gap_stops_a_request_s_deltas(a
                 deltas.put(states.pop(0))
             return False
 
-        got = call(app, events_path(run), query=query, stop=on_send, timeout=1.0)
+        # The stream runs to the timeout (on_send never stops it): long enough for three delta
+        # polls on a loaded machine (1 s was not, once, in CI).
+        got = call(app, events_path(run), query=query, stop=on_send, timeout=3.0)
         assert all(d["request_event_id"] == rid for d in got.data() if d["kind"] == "delta")
         ds = [d for d in got.data() if d["kind"] == "delta"]
         return [(d["text"], d.get("thinking", False), d["offset"]) for d in ds]
