@@ -324,11 +324,11 @@ def test_a_resumed_stream_never_replays_a_delta_of_a_request_it_knew(app, host, 
     rid = open_request(host, run)
     aws.stores().deltas.put(row(run["branch_id"], rid, "Hello"))
     head = aws.stores().events.head(run["branch_id"]).head_seq
-    fresh = call(app, events_path(run), timeout=0.5)
+    fresh = call(app, events_path(run), timeout=2.0)
     assert [d["text"] for d in fresh.data() if d["kind"] == "delta"] == ["Hello"]
-    resumed = call(app, events_path(run), headers={"Last-Event-ID": str(head)}, timeout=0.5)
+    resumed = call(app, events_path(run), headers={"Last-Event-ID": str(head)}, timeout=2.0)
     assert [d for d in resumed.data() if d["kind"] == "delta"] == []
-    before = call(app, events_path(run), headers={"Last-Event-ID": str(head - 1)}, timeout=0.5)
+    before = call(app, events_path(run), headers={"Last-Event-ID": str(head - 1)}, timeout=2.0)
     assert [d["text"] for d in before.data() if d["kind"] == "delta"] == ["Hello"]  # it never saw it
 
 
@@ -383,7 +383,7 @@ def test_retry_wait_status_while_a_retry_waits(app, host):
             {"request_event_id": rid, "delay_ms": 60_000, "not_before": until, "basis": "backoff"},
         ),
     )
-    got = call(app, events_path(run), timeout=0.5)
+    got = call(app, events_path(run), timeout=2.0)
     status = [m for m in got.messages if m.data and m.data["kind"] == "status"]
     wanted = {"kind": "status", "status": "retry_wait", "until": until}
     assert [(m.data, m.id) for m in status] == [(wanted, None)]
