@@ -199,6 +199,10 @@ def test_failures_are_the_route_s_json_errors(app, host):
     for bad in ("x", "-1", "1.5", "9" * 17, "9007199254740992", "²"):
         got = call(app, events_path(run), query=f"after_seq={bad}")  # the contract's Int
         assert got.status == 404 and "after_seq" in got.json()["error"]["message"], bad
+    for name in ("thinking", "through_parks"):  # the contract's booleans (schemathesis: -15604)
+        for bad in ("-15604", "yes", "TRUE", ""):
+            got = call(app, events_path(run), query=f"{name}={bad}")
+            assert got.status == 404 and name in got.json()["error"]["message"], (name, bad)
     got = call(app, events_path(run), query="format=craze&after_seq=3.1")  # a mapper id
     assert got.status == 200
     got = call(app, events_path(run), headers={"Last-Event-ID": "junk"})  # a header stays lenient

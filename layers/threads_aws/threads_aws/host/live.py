@@ -119,9 +119,25 @@ def options(query: Mapping[str, str], last_event_id: str | None) -> Options:
         cursor=resume_cursor(seq_part, None),
         raw_cursor=raw,
         format=fmt,
-        thinking=query.get("thinking") in ("true", "1"),
-        through_parks=query.get("through_parks") in ("true", "1"),
+        thinking=_flag(query, "thinking"),
+        through_parks=_flag(query, "through_parks"),
     )
+
+
+_TRUE, _FALSE = ("true", "1"), ("false", "0")
+
+
+def _flag(query: Mapping[str, str], name: str) -> bool:
+    """A boolean query parameter: true/false (1/0 too); anything else is refused like a bad
+    format (not_found on this route), never read as false."""
+    from .errors import invalid
+
+    raw = query.get(name)
+    if raw is None or raw in _FALSE:
+        return False
+    if raw in _TRUE:
+        return True
+    raise invalid(f"query parameter {name} must be true or false")
 
 
 _MAPPER_ID = re.compile(r"[0-9]{1,16}(\.[0-9]{1,6})?")
