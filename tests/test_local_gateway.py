@@ -316,7 +316,8 @@ def test_poller_threads_drain_and_stop(aws: Any, fixture_template: Path) -> None
     try:
         deadline = time.monotonic() + 10
         worker = handlers.handler("WorkerFunction").__globals__
-        while len(worker["SEEN"]) < 12 and time.monotonic() < deadline:
+        # Seen is set inside the handler; the poller deletes each message after it returns.
+        while (len(worker["SEEN"]) < 12 or _depth(aws, poller.queue_url)) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert sorted(worker["SEEN"]) == list(range(12))
     finally:
