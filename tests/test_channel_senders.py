@@ -172,8 +172,8 @@ def test_slack_dropped_connection_is_unknown_transport_error(slack):
 )
 def test_slack_post_failures_are_classified(slack, mode, cls, code):
     slack.fail("chat.postMessage", mode)
-    with pytest.raises(cls) as e:
-        _slack(slack).send("D1", {"kind": "text", "text": "x"}, call_id=CALL)
+    with pytest.raises(cls) as e:  # an answered failure: no need for the hang tests' short timeout
+        _slack(slack, timeout_s=5.0).send("D1", {"kind": "text", "text": "x"}, call_id=CALL)
     assert type(e.value) is cls and e.value.provider_code == code
     assert slack.bot_messages() == []  # the fake refused before acting
 
