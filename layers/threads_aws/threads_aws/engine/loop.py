@@ -1,5 +1,6 @@
-"""The step's plumbing every concern shares: the lease (renewed before it runs low and right
-before anything is dispatched), appends under the lease epoch, and sticky appends.
+"""The step's plumbing every concern shares: the lease (renewed before it runs low, right
+before anything is dispatched, and by a heartbeat thread while a model call or a tool body runs),
+appends under the lease epoch, and sticky appends.
 
 A lost head race (`seq_conflict`) before a dispatch re-loads and re-decides (the run loop in
 `engine.step`); after a dispatch (a model answer, an effect's result) the same facts are
@@ -10,7 +11,9 @@ worker took the lease: stop at once and dispatch nothing more.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from .. import observability
 from ..core.errors import LogError
@@ -18,6 +21,7 @@ from ..core.fold import Fold
 from ..core.lines import StoredLine
 from ..store.records import CompanionFailed, Lease
 from ..writer import Companions, Draft, DraftLike, View
+from . import retry
 from .budget_plan import is_settlement, with_settlement
 from .context import EngineContext
 
@@ -66,6 +70,33 @@ class StepBase:
             self.lease = self.ctx.store.renew(
                 self.branch_id, self.lease, now_ms=now, ttl_ms=self.ctx.lease_ttl_ms
             )
+
+    @contextmanager
+    def heartbeat(self, view: View) -> Iterator[None]:
+        """Renew the lease every policy.retry.heartbeat_ms while a long call runs (a model
+        answer, a tool body): it outlives the lease TTL otherwise, and a concurrent step would
+        take the branch over and abandon the live call as a crash."""
+        interval_ms = int(retry.policy(view.fold)["heartbeat_ms"])
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(interval_ms / 1000):
+                try:
+                    ttl = max(self.ctx.lease_ttl_ms, 2 * interval_ms)
+                    now = self.ctx.clock()
+                    self.lease = self.ctx.store.renew(self.branch_id, self.lease, now_ms=now, ttl_ms=ttl)
+                except LogError:  # taken over: the answer's append will fail stale_epoch
+                    return
+                except Exception:  # noqa: BLE001 - a missed beat; the next one tries again
+                    log.warning("lease heartbeat of %s failed", self.branch_id, exc_info=True)
+
+        t = threading.Thread(target=beat, name="lease-heartbeat", daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join(5)
 
     def append(
         self, view: View, drafts: Sequence[DraftLike], companions: Companions | None = None

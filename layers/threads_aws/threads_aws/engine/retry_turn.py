@@ -1,5 +1,5 @@
 """The step's side of retries and fallback: it turns `engine.retry` decisions into appends and
-wake-ups, and keeps a live attempt's lease alive (`heartbeat_ms`).
+wake-ups; a live attempt's lease is kept alive by `loop.StepBase.heartbeat` (`heartbeat_ms`).
 
 Ordering:
 - a retry's wake-up is armed (`EngineContext.timer`: a delayed message, see `store.step_timer`)
@@ -18,12 +18,8 @@ Ordering:
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from ..core.errors import LogError
 from ..writer import Draft, DraftLike, View
 from . import fallback, retry
 from .calls import Calls
@@ -130,28 +126,3 @@ class RetryTurn(Calls):
             return False
         self.append(view, [Draft("settings_changed", data, HOST)])
         return True
-
-    @contextmanager
-    def heartbeat(self, view: View) -> Iterator[None]:
-        """Renew the lease every policy.retry.heartbeat_ms while the model call runs."""
-        interval_ms = int(retry.policy(view.fold)["heartbeat_ms"])
-        stop = threading.Event()
-
-        def beat() -> None:
-            while not stop.wait(interval_ms / 1000):
-                try:
-                    ttl = max(self.ctx.lease_ttl_ms, 2 * interval_ms)
-                    now = self.ctx.clock()
-                    self.lease = self.ctx.store.renew(self.branch_id, self.lease, now_ms=now, ttl_ms=ttl)
-                except LogError:  # taken over: the answer's append will fail stale_epoch
-                    return
-                except Exception:  # noqa: BLE001 - a missed beat; the next one tries again
-                    log.warning("lease heartbeat of %s failed", self.branch_id, exc_info=True)
-
-        t = threading.Thread(target=beat, name="lease-heartbeat", daemon=True)
-        t.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            t.join(5)
