@@ -250,7 +250,8 @@ class Calls(Effects, Parallel, Subagents, Handoff):
         if rec.stubs_sha256 is not None and stubs.is_external(call):  # stub mode: never live
             self.stubbed_read(view, call)
             return None
-        out = _run(executor, call.input, tc)
+        with self.heartbeat(view):  # the lease outlives a long tool body
+            out = _run(executor, call.input, tc)
         drafts = []
         if call.name == "todo_write" and not out.is_error:
             drafts.append(

@@ -83,7 +83,8 @@ class Effects(StepBase):
                 if out is None:
                     return
             else:
-                out = executor(call.input, tc)
+                with self.heartbeat(view):  # the lease outlives a long tool body
+                    out = executor(call.input, tc)
         except ToolNotSent as exc:
             self.record_not_sent(call, tc.attempt, exc)
             return

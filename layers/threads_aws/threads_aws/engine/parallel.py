@@ -96,21 +96,24 @@ class Parallel(StepBase):
         futures: list[Future[ToolOutput]] = []
         recorded = 0
         stopped = False
-        try:
-            while recorded < len(jobs):
-                while not stopped and len(futures) < len(jobs) and len(futures) - recorded < MAX_IN_FLIGHT:
-                    call, executor, tc = jobs[len(futures)]
-                    futures.append(pool.submit(run_one, executor, call.input, tc))
-                if recorded == len(futures):
-                    return  # stopped: the rest never started
-                outs = [futures[recorded].result()]  # the earliest unrecorded call, in call order
-                while recorded + len(outs) < len(futures) and futures[recorded + len(outs)].done():
-                    outs.append(futures[recorded + len(outs)].result())
-                batch = [(jobs[recorded + i][0].call_id, out) for i, out in enumerate(outs)]
-                stopped = self._record(batch, opener_seq) or stopped
-                recorded += len(outs)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+        with self.heartbeat(view):  # the lease outlives the group's tool bodies
+            try:
+                while recorded < len(jobs):
+                    while (
+                        not stopped and len(futures) < len(jobs) and len(futures) - recorded < MAX_IN_FLIGHT
+                    ):
+                        call, executor, tc = jobs[len(futures)]
+                        futures.append(pool.submit(run_one, executor, call.input, tc))
+                    if recorded == len(futures):
+                        return  # stopped: the rest never started
+                    outs = [futures[recorded].result()]  # the earliest unrecorded call, in call order
+                    while recorded + len(outs) < len(futures) and futures[recorded + len(outs)].done():
+                        outs.append(futures[recorded + len(outs)].result())
+                    batch = [(jobs[recorded + i][0].call_id, out) for i, out in enumerate(outs)]
+                    stopped = self._record(batch, opener_seq) or stopped
+                    recorded += len(outs)
+            finally:
+                pool.shutdown(wait=False, cancel_futures=True)
 
     def _record(self, batch: list[tuple[str, ToolOutput]], opener_seq: int) -> bool:
         """Append the batch's results (sticky: they ran); True when a cancel barrier landed."""
