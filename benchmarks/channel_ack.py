@@ -26,10 +26,10 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from _calls import count_calls, moto_env, summary
 from threads_aws.fakes import slack as fs
 from threads_aws.fakes.slack import FakeSlack
 
@@ -124,34 +124,23 @@ def calls() -> None:
     from threads_aws.services import Services
     from threads_aws.store.inbox import Inbox
 
-    for k, v in (
-        ("AWS_ACCESS_KEY_ID", "x"),
-        ("AWS_SECRET_ACCESS_KEY", "x"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ):
-        os.environ.setdefault(k, v)
-    os.environ.pop("AWS_ENDPOINT_URL", None)
+    moto_env()
     tmp = Path(tempfile.mkdtemp(prefix="channel-calls-"))
     slack = FakeSlack(tokens=["xoxb-bench"]).start()
     os.environ["CHANNELS_FILE"] = str(channels_file(tmp))
     os.environ["SLACK_API_URL"] = slack.url
     replies.forget_senders()
-    counter: Counter[str] = Counter()
     with mock_aws():
         session = boto3.Session(region_name="us-east-1")
         res = create_resources(default_template_path(), session, prefix="bench")
-        session.events.register(
-            "before-call",
-            lambda model, **kw: counter.update([f"{model.service_model.service_name}.{model.name}"]),
-        )
+        counter = count_calls(session)
         clients = {n: session.client(n) for n in ("dynamodb", "s3", "sqs")}
         svc = Services(res, clients=clients)
 
         def stage(name: str, fn: Any) -> Any:
             counter.clear()
             out = fn()
-            total = sum(counter.values())
-            detail = ", ".join(f"{k} {v}" for k, v in sorted(counter.items()))
+            total, detail = summary(counter)
             print(f"calls {name:34s} {total:3d}  ({detail})")
             return out
 

@@ -20,7 +20,8 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
+
+from _calls import count_calls, moto_env, summary
 
 USER = {"kind": "user", "principal": {"issuer": "api", "subject": "bench", "tenant": "bench"}}
 
@@ -57,17 +58,10 @@ def main() -> int:
     from threads_aws.store.protocol import NewBranch
     from threads_aws.writer import Draft
 
-    for k, v in (
-        ("AWS_ACCESS_KEY_ID", "x"),
-        ("AWS_SECRET_ACCESS_KEY", "x"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ):
-        os.environ.setdefault(k, v)
-    os.environ.pop("AWS_ENDPOINT_URL", None)
+    moto_env()
     demo = DemoMcp().start()
     os.environ["THREADS_DEMO_MCP_URL"] = demo.url
     os.environ["TOOL_FUNCTIONS"] = json.dumps({"ToolExampleFunction": "ToolExampleFunction"})
-    counter: Counter[str] = Counter()
     steps: list[StepMcp] = []
 
     def step_mcp() -> StepMcp:
@@ -81,10 +75,7 @@ def main() -> int:
         os.environ["TOOL_EXAMPLE_TABLE"] = res.physical["ToolExampleTable"]
         api = LocalLambda(Handlers(parse_template(template).functions, region="us-east-1")).start()
         os.environ["AWS_ENDPOINT_URL_LAMBDA"] = api.url
-        session.events.register(
-            "before-call",
-            lambda model, **kw: counter.update([f"{model.service_model.service_name}.{model.name}"]),
-        )
+        counter = count_calls(session)
         clients = {n: session.client(n) for n in ("dynamodb", "s3", "sqs")}
         svc = Services(res, clients=clients, session=session)
         ctx = svc.engine(mcp=step_mcp)
@@ -114,8 +105,7 @@ def main() -> int:
             t0 = time.perf_counter()
             out = advance(ctx, b, holder_id="bench", deadline_ms=ctx.clock() + 300_000)
             ms = (time.perf_counter() - t0) * 1000
-            total = sum(counter.values())
-            detail = ", ".join(f"{k} {v}" for k, v in sorted(counter.items()))
+            total, detail = summary(counter)
             mcp = sum(sum(s.conns.requests.values()) for s in steps[n:])
             extra = f", MCP ops {mcp}" if mcp else ""
             res = [e["data"] for e in ctx.writer.load(b).fold.events if e["type"] == "tool_result"]
