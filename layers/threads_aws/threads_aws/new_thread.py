@@ -51,3 +51,17 @@ def start_thread(
     rows = companions(lines) if callable(companions) else companions
     stores.events.create_branch(replace(spec, lines=lines, companions=list(rows), status=view.fold.status()))
     return lines
+
+
+def started_by(agent: Any, event: dict[str, Any], relation: str) -> dict[str, Any]:
+    """`thread_started` data of a thread another thread's `event` creates (`agent_spawned` for a
+    subagent, `handoff` for its target): the agent's, with `parent` naming that event and how it
+    relates, the link decisions follow to the root run's approver set."""
+    started = agent.thread_started()
+    started["parent"] = {
+        "branch_id": event["branch_id"],
+        "event_id": event["event_id"],
+        "relation": relation,
+        "thread_id": event["thread_id"],
+    }
+    return started

@@ -118,15 +118,10 @@ class Handoff(StepBase):
         agent = (self.ctx.agents or {}).get(d["to_agent"])
         if agent is None:
             return False  # undeployed since: the handoff stays recorded, its target unstarted
-        started = agent.thread_started()
-        started["parent"] = {
-            "branch_id": ev["branch_id"],
-            "event_id": ev["event_id"],
-            "relation": "handoff",
-            "thread_id": ev["thread_id"],
-        }
+        from ..new_thread import start_thread, started_by
+
+        started = started_by(agent, ev, "handoff")
         text = self.ctx.artifacts.get_ref(d["forwarded_ref"]).decode("utf-8")
-        from ..new_thread import start_thread
 
         branch_id = new_uuid7()
         move = self._route_move(view, (d["to_thread_id"], branch_id))

@@ -89,17 +89,12 @@ class Subagents(StepBase):
         """Step 2: the child thread with its task, then its first run step."""
         d = spawned["data"]
         agent = (self.ctx.agents or {})[d["agent_name"]]
-        started = agent.thread_started()
-        started["parent"] = {
-            "branch_id": spawned["branch_id"],
-            "event_id": spawned["event_id"],
-            "relation": "subagent",
-            "thread_id": spawned["thread_id"],
-        }
+        from ..new_thread import start_thread, started_by
+
+        started = started_by(agent, spawned, "subagent")
         task: dict[str, Any] = {"source": "parent_agent", "text": prompt}
         if "budget" in d:
             task["budget"] = d["budget"]
-        from ..new_thread import start_thread
 
         branch_id = new_uuid7()
         try:
