@@ -1074,7 +1074,7 @@ def test_fast_jcs_path_equals_rfc8785() -> None:
     import random
     import string
 
-    from threads_aws.core.render import _jcs
+    from threads_aws.core.render.jcs import jcs as _jcs
 
     rnd = random.Random(8785)
     alphabet = string.printable + "\x00\x1f\x7f\u00e9\u2028\U0001f600\ue000"
