@@ -17,6 +17,7 @@ from helpers.engine import (
     grant,
     make_ctx,
     new_thread,
+    notes_stored,
     of_type,
     run,
     say,
@@ -25,15 +26,6 @@ from helpers.engine import (
 from threads_aws.core import projections
 from threads_aws.engine.step import EngineContext
 from threads_aws.writer import Draft, Writer
-
-
-def notes(aws: Any) -> int:
-    out = aws.ddb.query(
-        TableName=aws.resources.state_table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": "NOTE#acme"}},
-    )
-    return int(out["Count"])
 
 
 def answer(ctx: EngineContext, b: str, text: str) -> None:
@@ -91,7 +83,7 @@ def test_worker_crash_at_every_append(aws: Any, scenario: str, when: str) -> Non
     text = SCENARIOS[scenario]
     total = clean_appends(aws, text)
     for at in range(1, total + 1):
-        before = notes(aws)
+        before = notes_stored(aws)
         ctx = make_ctx(aws)
         b = new_thread(ctx)
         run_id = say(ctx, b, text)
@@ -121,7 +113,7 @@ def test_worker_crash_at_every_append(aws: Any, scenario: str, when: str) -> Non
         outcome = projections.run_outcome(evs, run_id, thread_id="t", branch_id=b)
         assert outcome is not None and outcome["status"] == "completed", label
         assert len(of_type(fresh, b, "tool_result")) == (0 if scenario == "text" else 1), label
-        assert notes(aws) - before == (1 if scenario == "note" else 0), label
+        assert notes_stored(aws) - before == (1 if scenario == "note" else 0), label
         assert fresh.writer.load(b).fold.quiescent(), label
         verify_export(fresh, b)
 
@@ -146,7 +138,7 @@ def test_cancel_landing_after_every_worker_append(aws: Any, scenario: str) -> No
     text = SCENARIOS[scenario]
     total = clean_appends(aws, text)
     for at in range(1, total + 1):
-        before = notes(aws)
+        before = notes_stored(aws)
         ctx = make_ctx(aws)
         b = new_thread(ctx)
         run_id = say(ctx, b, text)
@@ -167,7 +159,7 @@ def test_cancel_landing_after_every_worker_append(aws: Any, scenario: str) -> No
         assert f.quiescent() and f.status() == "cancelled", label
         outcome = projections.run_outcome(f.events, run_id, thread_id="t", branch_id=b)
         assert outcome is not None and outcome["status"] in ("cancelled", "completed"), label
-        stored = notes(aws) - before
+        stored = notes_stored(aws) - before
         origins = [e["data"]["origin"] for e in of_type(ctx, b, "tool_result")]
         if stored:
             assert origins and origins[0] in ("executed", "materialized_from_commit", "interrupted"), label

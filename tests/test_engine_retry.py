@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.engine import USER, make_ctx, of_type, run, say, scripted, types, verify_export
+from helpers.engine import USER, Crash, make_ctx, of_type, run, say, scripted, types, verify_export
 from threads_aws.agents import load_agents
 from threads_aws.core import projections
 from threads_aws.core.canonical import new_uuid7
@@ -417,10 +417,6 @@ def test_retry_budget_of_the_turn_holds(aws: Any) -> None:
     assert of_type(ctx, b, "turn_completed")[0]["data"] == {"reason": "model_unavailable"}
     assert sum(e["data"]["delay_ms"] for e in of_type(ctx, b, "retry_scheduled")) == sum(waits)
     verify_export(ctx, b)
-
-
-class Crash(BaseException):
-    pass
 
 
 def test_crash_resends_hold(aws: Any) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from helpers.engine import (
     USER,
+    Crash,
     events,
     grant,
     make_ctx,
@@ -184,10 +185,6 @@ def test_todo_write_appends_todos_updated(aws: Any) -> None:
     i = types(ctx, b).index("todos_updated")
     assert types(ctx, b)[i + 1] == "tool_result"
     verify_export(ctx, b)
-
-
-class Crash(BaseException):
-    """A simulated process death (not an Exception: nothing may catch it)."""
 
 
 def test_crash_between_begin_and_commit_dedups_by_effect_key(aws: Any) -> None:

@@ -13,7 +13,19 @@ from typing import Any
 
 import jsonschema
 import pytest
-from helpers.engine import grant, make_ctx, new_thread, of_type, run, say, types, verify_export
+from helpers.engine import (
+    Crash,
+    CrashAfter,
+    grant,
+    make_ctx,
+    new_thread,
+    notes_stored,
+    of_type,
+    run,
+    say,
+    types,
+    verify_export,
+)
 from helpers.host import ALICE, make_host
 from threads_aws.core.canonical import canonical_hash
 from threads_aws.core.projections import run_outcome
@@ -21,19 +33,6 @@ from threads_aws.sandbox import fork as forking
 
 ALLOW = ["time", "todo_write", "ask_user", "read_file", "write_file", "edit_file", "list_files", "note"]
 CASE_SCHEMA = Path(__file__).resolve().parents[1] / ".." / "shared" / "conformance" / "case.schema.json"
-
-
-def notes_stored(ctx: Any) -> int:
-    """The tenant's note rows in DynamoDB (what a live `note` call writes)."""
-    notes = ctx.stores.notes
-    out = notes.ddb.query(
-        TableName=notes.table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": "NOTE#acme"}},
-        Select="COUNT",
-        ConsistentRead=True,
-    )
-    return int(out["Count"])
 
 
 def results(ctx: Any, b: str) -> list[dict[str, Any]]:
@@ -48,7 +47,7 @@ def parent_with_a_note(aws: Any) -> tuple[Any, Any, str, str, dict[str, Any]]:
     run(ctx, b)
     say(ctx, b, "note: buy milk")
     run(ctx, b)
-    assert results(ctx, b)[-1]["preview"] == "stored note 1" and notes_stored(ctx) == 1
+    assert results(ctx, b)[-1]["preview"] == "stored note 1" and notes_stored(aws) == 1
     tid = ctx.writer.load(b).thread_id
     (point,) = host.fork_points(ALICE, tid, b)
     return host, ctx, b, tid, point
@@ -102,7 +101,7 @@ def test_stub_fork_replays_recordings_and_fails_closed_on_a_miss(aws: Any) -> No
         "preview": "stored note 1",
     }
     assert types(ctx, c)[-6:-2] == ["effect_begin", "effect_commit", "tool_result", "model_request"]
-    assert notes_stored(ctx) == 1
+    assert notes_stored(aws) == 1
 
     # Workspace tools act on the child's own copy; read-only tools just run.
     say(ctx, c, "read notes.txt")
@@ -127,7 +126,7 @@ def test_stub_fork_replays_recordings_and_fails_closed_on_a_miss(aws: Any) -> No
     assert of_type(ctx, c, "turn_completed")[-1]["data"] == {"reason": "error"}
     failed = outcome(ctx, c, run_id)
     assert failed["status"] == "failed" and failed["error"]["code"] == "unmatched_external_op"
-    assert notes_stored(ctx) == 1  # nothing went live
+    assert notes_stored(aws) == 1  # nothing went live
 
     # The parent is live and independent: its files and its next note are its own.
     say(ctx, b, "read notes.txt")
@@ -135,7 +134,7 @@ def test_stub_fork_replays_recordings_and_fails_closed_on_a_miss(aws: Any) -> No
     assert results(ctx, b)[-1]["preview"] == "v1"
     say(ctx, b, "note: buy milk")
     run(ctx, b)
-    assert results(ctx, b)[-1]["preview"] == "stored note 2" and notes_stored(ctx) == 2
+    assert results(ctx, b)[-1]["preview"] == "stored note 2" and notes_stored(aws) == 2
     verify_export(ctx, b)
     verify_export(ctx, c)
 
@@ -149,7 +148,7 @@ def test_a_different_input_is_a_miss_and_a_later_run_goes_on(aws: Any) -> None:
     ok = say(ctx, c, "note: buy milk")  # the recording was never consumed: occurrence 0 matches
     run(ctx, c)
     assert outcome(ctx, c, ok)["status"] == "completed"
-    assert results(ctx, c)[-1]["preview"] == "stored note 1" and notes_stored(ctx) == 1
+    assert results(ctx, c)[-1]["preview"] == "stored note 1" and notes_stored(aws) == 1
     verify_export(ctx, c)
 
 
@@ -269,16 +268,10 @@ def test_a_read_only_mcp_call_is_external_too(aws: Any, demo_mcp: Any) -> None:
     verify_export(ctx, c)
 
 
-class Crash(BaseException):
-    """A simulated process death (not an Exception: nothing may catch it)."""
-
-
 def test_a_crash_after_begin_in_stub_mode_settles_not_sent_and_replays(aws: Any, demo_mcp: Any) -> None:
     """An unguarded external call (it would park for a human when live) whose worker died
     after its effect_begin: in stub mode nothing went live, so recovery settles it `not_sent`
     (by the adapter) and the re-dispatch is answered from the recording."""
-    from threads_aws.writer import Writer
-
     host, ctx = make_host(aws), mcp_ctx(aws)
     tid, b = mcp_thread(ctx)
     say(ctx, b, "write notes.txt: v1")
@@ -295,15 +288,8 @@ def test_a_crash_after_begin_in_stub_mode_settles_not_sent_and_replays(aws: Any,
     run(ctx, c)
     grant(ctx, c)
 
-    class CrashAfterBegin(Writer):
-        def append(self, branch_id: str, drafts: Any, **kw: Any) -> Any:
-            out = super().append(branch_id, drafts, **kw)
-            if any(getattr(d, "type", None) == "effect_begin" for d in drafts):
-                raise Crash
-            return out
-
     doomed = mcp_ctx(aws, lease_ttl_ms=1000)
-    doomed.writer = CrashAfterBegin(doomed.writer.store, clock=doomed.writer.clock)
+    doomed.writer = CrashAfter(doomed.writer, "effect_begin")
     with pytest.raises(Crash):
         run(doomed, c, holder="doomed")
     aws.clock.advance(2000)  # its lease lapses

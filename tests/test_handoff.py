@@ -10,7 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers.engine import events, make_ctx, new_thread, of_type, run, say, types, verify_export
+from helpers.engine import (
+    Crash,
+    crashing,
+    dies_creating_a_thread,
+    events,
+    make_ctx,
+    new_thread,
+    of_type,
+    run,
+    say,
+    types,
+    verify_export,
+)
 from helpers.host import ALICE, make_host
 from threads_aws.core import projections
 from threads_aws.core.errors import LogError
@@ -94,26 +106,10 @@ def test_a_crash_before_the_target_exists_recreates_it(aws: Any) -> None:
     """The source's handoff is durable but its worker died before creating the target: the
     source's next step (a redelivery) creates it, once."""
 
-    class Crash(BaseException):
-        pass
-
-    class DieOnCreate:
-        def __init__(self, base: Any) -> None:
-            self.base = base
-
-        def create_branch(self, spec: Any) -> Any:
-            raise Crash
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.base, name)
-
-    import dataclasses
-
     ctx = make_ctx(aws)
     source = new_thread(ctx)
     say(ctx, source, "handoff: demo")
-    dying = make_ctx(aws)
-    dying.stores = dataclasses.replace(dying.stores, events=DieOnCreate(dying.stores.events))
+    dying = dies_creating_a_thread(aws)
     with pytest.raises(Crash):
         run(dying, source)
     (hand,) = of_type(ctx, source, "handoff")
@@ -163,8 +159,6 @@ def test_handoff_survives_a_crash_at_every_step(aws: Any, when: str) -> None:
     """The worker dies before/after each of its appends and the target's creation; a fresh one
     takes over: one handoff, one target thread (that id) with one forwarded input, the source's
     run handed_off."""
-    from test_subagents_crash import Crash, crashing
-
     clean, points = crashing(aws, at=-1, when="after")
     b = new_thread(make_ctx(aws))
     say(make_ctx(aws), b, "handoff: demo")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from helpers.engine import make_ctx, run, say, scripted, verify_export
+from helpers.engine import Crash, CrashAfter, make_ctx, run, say, scripted, verify_export
 from threads_aws.agents import parse_agents
 from threads_aws.core.canonical import new_uuid7
 from threads_aws.core.lines import StoredLine, header_line
@@ -151,29 +151,12 @@ def test_a_call_that_is_not_concurrent_runs_alone(aws):
     verify_export(ctx, b)
 
 
-class Crash(BaseException):
-    """A simulated process death (not an Exception: nothing may catch it)."""
-
-
-class CrashAfterResults(Writer):
-    """Dies right after the first append that records a tool_result."""
-
-    def __init__(self, base: Writer) -> None:
-        super().__init__(base.store, clock=base.clock)
-
-    def append(self, branch_id: str, drafts: Sequence[Any], **kw: Any) -> Any:
-        out = super().append(branch_id, drafts, **kw)
-        if any(getattr(d, "type", None) == "tool_result" for d in drafts):
-            raise Crash
-        return out
-
-
 def test_a_crash_mid_group_recovers_from_the_log(aws):
     keys = [f"c{i}" for i in range(6)]
     tool = Lookup({k: (0.01 if i == 0 else 0.4) for i, k in enumerate(keys)})
     ctx, b = setup(aws, lookups(keys), tool, lease_ttl_ms=1000)
     doomed = make_ctx(aws, models=ctx.models, tools=ctx.tools, lease_ttl_ms=1000)
-    doomed.writer = CrashAfterResults(doomed.writer)
+    doomed.writer = CrashAfter(doomed.writer, "tool_result")
     with pytest.raises(Crash):
         run(doomed, b, holder="doomed")
     _, recorded = calls_and_results(ctx, b)

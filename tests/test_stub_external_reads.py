@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from helpers.engine import Crash, make_ctx, run, say, scripted, verify_export
+from helpers.engine import Crash, CrashAfter, make_ctx, run, say, scripted, verify_export
 from threads_aws.agents import load_agents, parse_agents
 from threads_aws.core import projections
 from threads_aws.core.canonical import canonical_hash, new_uuid7
@@ -21,7 +21,7 @@ from threads_aws.engine.models import ScriptedModel
 from threads_aws.engine.tools import BUILTIN_EXECUTORS, ToolContext, ToolOutput
 from threads_aws.sandbox.stubs import store_recordings
 from threads_aws.store import NewBranch
-from threads_aws.writer import Draft, Writer
+from threads_aws.writer import Draft
 
 
 def agent(effect_class: str) -> Any:
@@ -138,22 +138,11 @@ def test_a_repeated_read_past_the_recordings_is_a_miss(aws: Any) -> None:
     assert ctx.writer.load(b).fold.events[-1]["data"] == {"reason": "error"}
 
 
-class CrashAfterBegin(Writer):
-    def __init__(self, base: Writer) -> None:
-        super().__init__(base.store, clock=base.clock)
-
-    def append(self, branch_id: str, drafts: Sequence[Any], **kw: Any) -> Any:
-        out = super().append(branch_id, drafts, **kw)
-        if any(getattr(d, "type", None) == "effect_begin" for d in drafts):
-            raise Crash
-        return out
-
-
 def test_a_crash_after_begin_is_matched_again_never_looked_up_live(aws: Any) -> None:
     tool = Live(concurrent=False)
     ctx, b = stub_branch(aws, tool, ["a"], [stub("a", 0, "recorded")], effect_class="reconcilable")
     doomed = make_ctx(aws, models=ctx.models, tools=ctx.tools, lease_ttl_ms=1000)
-    doomed.writer = CrashAfterBegin(doomed.writer)
+    doomed.writer = CrashAfter(doomed.writer, "effect_begin")
     with pytest.raises(Crash):
         run(doomed, b, holder="doomed")
     aws.clock.advance(2000)  # its lease lapses

@@ -10,7 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers.engine import events, make_ctx, new_thread, of_type, run, say, scripted, types, verify_export
+from helpers.engine import (
+    Crash,
+    dies_creating_a_thread,
+    events,
+    make_ctx,
+    new_thread,
+    of_type,
+    run,
+    say,
+    scripted,
+    types,
+    verify_export,
+)
 from helpers.host import ALICE, BOB, make_host
 from threads_aws.core import projections
 from threads_aws.core.importer import import_log
@@ -244,23 +256,7 @@ def test_a_grandchild_park_reaches_the_root_and_answers_to_its_approver(aws: Any
 def test_a_child_agent_undeployed_before_its_creation_finishes_failed(aws: Any) -> None:
     """agent_spawned is durable, the worker died before creating the child, and the next worker
     no longer deploys that agent: the call finishes `failed` (one agent_finished), nothing hangs."""
-    import dataclasses
-
-    class Crash(BaseException):
-        pass
-
-    class DieOnCreate:
-        def __init__(self, base: Any) -> None:
-            self.base = base
-
-        def create_branch(self, spec: Any) -> Any:
-            raise Crash
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.base, name)
-
-    dying = make_ctx(aws)
-    dying.stores = dataclasses.replace(dying.stores, events=DieOnCreate(dying.stores.events))
+    dying = dies_creating_a_thread(aws)
     parent = new_thread(dying)
     say(dying, parent, "spawn: demo: hello")
     with pytest.raises(Crash):

@@ -6,68 +6,26 @@ exactly once, the parent's run completed with the child's answer, every log vali
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from helpers.engine import events, make_ctx, new_thread, of_type, run, say, verify_export
+from helpers.engine import (
+    Crash,
+    crashing,
+    events,
+    make_ctx,
+    new_thread,
+    notes_stored,
+    of_type,
+    run,
+    say,
+    verify_export,
+)
 from helpers.host import ALICE, make_host
 from threads_aws.core import projections
 from threads_aws.engine.step import EngineContext
-from threads_aws.writer import Draft, Writer
 
 TASK = "spawn: demo: note: buy milk"
-
-
-class Crash(BaseException):
-    """A simulated process death (not an Exception: nothing may catch it)."""
-
-
-class Points:
-    """Counts the worker's durable steps (appends, thread creations); dies at the `at`-th."""
-
-    def __init__(self, at: int, when: str) -> None:
-        self.at, self.when, self.n = at, when, 0
-
-    def around(self, fn: Any, *args: Any, **kw: Any) -> Any:
-        self.n += 1
-        if self.n == self.at and self.when == "before":
-            raise Crash
-        out = fn(*args, **kw)
-        if self.n == self.at and self.when == "after":
-            raise Crash
-        return out
-
-
-class CrashingWriter(Writer):
-    def __init__(self, base: Writer, points: Points) -> None:
-        super().__init__(base.store, clock=base.clock)
-        self.points = points
-
-    def append(self, branch_id: str, drafts: Sequence[Draft], **kw: Any) -> Any:
-        return self.points.around(super().append, branch_id, drafts, **kw)
-
-
-class CrashingLog:
-    """The event log with thread creation as a crash point (everything else delegated)."""
-
-    def __init__(self, base: Any, points: Points) -> None:
-        self.base, self.points = base, points
-
-    def create_branch(self, spec: Any) -> Any:
-        return self.points.around(self.base.create_branch, spec)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.base, name)
-
-
-def crashing(aws: Any, at: int, when: str) -> tuple[EngineContext, Points]:
-    ctx = make_ctx(aws)
-    points = Points(at, when)
-    ctx.writer = CrashingWriter(ctx.writer, points)
-    ctx.stores = dataclasses.replace(ctx.stores, events=CrashingLog(ctx.stores.events, points))
-    return ctx, points
 
 
 def children(ctx: EngineContext, parent: str) -> list[str]:
@@ -104,22 +62,13 @@ def clean_points(aws: Any) -> int:
     raise AssertionError("no progress")
 
 
-def notes(aws: Any) -> int:
-    out = aws.ddb.query(
-        TableName=aws.resources.state_table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": "NOTE#acme"}},
-    )
-    return int(out["Count"])
-
-
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_spawn_survives_a_crash_at_every_step(aws: Any, when: str) -> None:
     total = clean_points(aws)
     assert total >= 10
     for at in range(1, total + 1):
         label = f"crash {when} step {at}"
-        before = notes(aws)
+        before = notes_stored(aws)
         ctx, _ = crashing(aws, at, when)
         host = make_host(aws)
         parent = new_thread(make_ctx(aws))
@@ -147,7 +96,7 @@ def test_spawn_survives_a_crash_at_every_step(aws: Any, when: str) -> None:
         assert of_type(fresh, parent, "agent_finished")[0]["data"]["status"] == "completed", label
         outcome = projections.run_outcome(events(fresh, parent), run_id, thread_id="t", branch_id=parent)
         assert outcome is not None and outcome["status"] == "completed", label
-        assert notes(aws) - before == 1, label
+        assert notes_stored(aws) - before == 1, label
         assert [e["type"] for e in events(fresh, child)][:2] == ["thread_started", "user_input"], label
         assert len(of_type(fresh, child, "user_input")) == 1, label
         for b in (parent, child):

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from helpers.engine import make_ctx, new_thread, of_type, run, say, types, verify_export
+from helpers.engine import Crash, make_ctx, new_thread, of_type, run, say, types, verify_export
 from helpers.host import ALICE, make_host
 from threads_aws.core.canonical import canonical_bytes, canonical_hash, sha256_hex
 from threads_aws.core.errors import LogError
@@ -17,10 +17,6 @@ from threads_aws.core.manifest import MAX_FILE_BYTES, Manifest, WorkspaceError, 
 from threads_aws.engine import file_tools
 from threads_aws.engine.tools import ToolContext, ToolOutput
 from threads_aws.sandbox.workspace import Workspace
-
-
-class Crash(BaseException):
-    """A simulated process death (not an Exception: nothing may catch it)."""
 
 
 # ------------------------------------------------------------------ manifests, paths

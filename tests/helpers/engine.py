@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -87,18 +88,89 @@ class Crash(BaseException):
     """A simulated process death (not an Exception: nothing may catch it)."""
 
 
-class CrashingWriter(Writer):
-    """Dies before (`when='before'`) or after (`'after'`) its `at`-th append."""
+class Points:
+    """Counts a worker's durable steps (appends, thread creations) and dies before
+    (`when='before'`) or after (`'after'`) the `at`-th; `at=-1` only counts."""
 
-    def __init__(self, base: Writer, at: int, when: str) -> None:
-        super().__init__(base.store, clock=base.clock)
+    def __init__(self, at: int, when: str) -> None:
         self.at, self.when, self.n = at, when, 0
 
-    def append(self, branch_id: str, drafts: Sequence[Draft], **kw: Any) -> Any:
+    def around(self, fn: Any, *args: Any, **kw: Any) -> Any:
         self.n += 1
         if self.n == self.at and self.when == "before":
             raise Crash
-        out = super().append(branch_id, drafts, **kw)
+        out = fn(*args, **kw)
         if self.n == self.at and self.when == "after":
             raise Crash
         return out
+
+
+class CrashingWriter(Writer):
+    """Dies before (`when='before'`) or after (`'after'`) its `at`-th append; given `points`,
+    its appends count among those (shared with a CrashingLog)."""
+
+    def __init__(self, base: Writer, at: int = -1, when: str = "after", points: Points | None = None) -> None:
+        super().__init__(base.store, clock=base.clock)
+        self.points = points or Points(at, when)
+
+    @property
+    def n(self) -> int:
+        return self.points.n
+
+    def append(self, branch_id: str, drafts: Sequence[Draft], **kw: Any) -> Any:
+        return self.points.around(super().append, branch_id, drafts, **kw)
+
+
+class CrashingLog:
+    """The event log with thread creation as a crash point (everything else delegated)."""
+
+    def __init__(self, base: Any, points: Points) -> None:
+        self.base, self.points = base, points
+
+    def create_branch(self, spec: Any) -> Any:
+        return self.points.around(self.base.create_branch, spec)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.base, name)
+
+
+def crashing(aws: Any, at: int, when: str) -> tuple[EngineContext, Points]:
+    """A worker that dies at its `at`-th append or thread creation (one count over both)."""
+    ctx = make_ctx(aws)
+    points = Points(at, when)
+    ctx.writer = CrashingWriter(ctx.writer, points=points)
+    ctx.stores = dataclasses.replace(ctx.stores, events=CrashingLog(ctx.stores.events, points))
+    return ctx, points
+
+
+def dies_creating_a_thread(aws: Any) -> EngineContext:
+    """A worker that dies as it creates its first thread (a child, a handoff target)."""
+    ctx = make_ctx(aws)
+    ctx.stores = dataclasses.replace(ctx.stores, events=CrashingLog(ctx.stores.events, Points(1, "before")))
+    return ctx
+
+
+class CrashAfter(Writer):
+    """Dies right after each append that records an event of type `typ`."""
+
+    def __init__(self, base: Writer, typ: str) -> None:
+        super().__init__(base.store, clock=base.clock)
+        self.typ = typ
+
+    def append(self, branch_id: str, drafts: Sequence[Any], **kw: Any) -> Any:
+        out = super().append(branch_id, drafts, **kw)
+        if any(getattr(d, "type", None) == self.typ for d in drafts):
+            raise Crash
+        return out
+
+
+def notes_stored(aws: Any) -> int:
+    """The tenant's note rows in DynamoDB (what a live `note` call writes)."""
+    out = aws.ddb.query(
+        TableName=aws.resources.state_table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": "NOTE#acme"}},
+        Select="COUNT",
+        ConsistentRead=True,
+    )
+    return int(out["Count"])
