@@ -25,10 +25,10 @@ from moto import mock_aws  # noqa: E402
 from step_cost import ItemSizer, Meter, branch_with  # noqa: E402
 from threads_aws.agents import load_agents  # noqa: E402
 from threads_aws.engine.step import EngineContext, advance  # noqa: E402
-from threads_aws.local.infra import create_resources, default_template_path  # noqa: E402
-from threads_aws.local.moto_patch import speed_up_moto_transactions  # noqa: E402
 from threads_aws.store.aws import stores  # noqa: E402
 from threads_aws.writer import Draft, Writer  # noqa: E402
+from threads_aws_dev.local.infra import create_resources, default_template_path  # noqa: E402
+from threads_aws_dev.local.moto_patch import speed_up_moto_transactions  # noqa: E402
 
 USER = {"kind": "user", "principal": {"issuer": "api", "subject": "alice", "tenant": "acme"}}
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from _calls import count_calls, moto_env, summary
-from threads_aws.fakes import slack as fs
-from threads_aws.fakes.slack import FakeSlack
+from threads_aws_dev.fakes import slack as fs
+from threads_aws_dev.fakes.slack import FakeSlack
 
 SECRET = "bench-signing-secret"
 TEAM = "T0BENCH"
@@ -68,7 +68,7 @@ def pct(xs: list[float], p: float) -> float:
 
 def latency(posts: int) -> None:
     from threads_aws.engine import replies
-    from threads_aws.local.dev import DevServer
+    from threads_aws_dev.local.dev import DevServer
 
     tmp = Path(tempfile.mkdtemp(prefix="channel-ack-"))
     slack = FakeSlack(tokens=["xoxb-bench"]).start()
@@ -120,9 +120,9 @@ def calls() -> None:
     from threads_aws.channels.webhook import handle
     from threads_aws.engine import replies
     from threads_aws.engine.step import advance
-    from threads_aws.local.infra import create_resources, default_template_path
     from threads_aws.services import Services
     from threads_aws.store.inbox import Inbox
+    from threads_aws_dev.local.infra import create_resources, default_template_path
 
     moto_env()
     tmp = Path(tempfile.mkdtemp(prefix="channel-calls-"))

@@ -18,8 +18,8 @@ import time
 from threads_aws.channels.installations import parse_installations
 from threads_aws.channels.intake import receive
 from threads_aws.channels.secrets import SecretResolver
-from threads_aws.fakes import slack as fs
-from threads_aws.fakes import whatsapp as fw
+from threads_aws_dev.fakes import slack as fs
+from threads_aws_dev.fakes import whatsapp as fw
 
 NOW_S = 1_790_000_000
 

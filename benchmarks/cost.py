@@ -204,7 +204,7 @@ class Recorder:
 
 def function_sizes(template: Path) -> dict[str, tuple[int, str]]:
     """logical id -> (MemorySize, architecture) of every function, Globals applied."""
-    from threads_aws.local.infra import load_template
+    from threads_aws_dev.local.infra import load_template
 
     doc = load_template(template)
     glob = (doc.get("Globals") or {}).get("Function") or {}
@@ -235,8 +235,8 @@ def one_run(rec: Recorder, engine: Any, probe: Any, token: str, queue_url: str, 
     `probe` is an unmetered Writer, so counting steps warms no cache of the worker's."""
     from threads_aws.engine.queue import handle_batch
     from threads_aws.host import runtime
-    from threads_aws.local.pollers import queue_arn, sqs_record
-    from threads_aws.local.runtime import LambdaContext
+    from threads_aws_dev.local.pollers import queue_arn, sqs_record
+    from threads_aws_dev.local.runtime import LambdaContext
 
     meter, out = rec.meter, RunLog()
     meter.on = True
@@ -352,11 +352,11 @@ def main() -> None:
     from threads_aws.engine.step import EngineContext
     from threads_aws.host import runtime
     from threads_aws.host.keys import ApiKeys
-    from threads_aws.local.infra import create_resources, default_template_path
-    from threads_aws.local.moto_patch import speed_up_moto_transactions
     from threads_aws.store import ArtifactStore, EventStore
     from threads_aws.store.api_keys import ApiKeyRows
     from threads_aws.writer import Writer
+    from threads_aws_dev.local.infra import create_resources, default_template_path
+    from threads_aws_dev.local.moto_patch import speed_up_moto_transactions
 
     template = default_template_path()
     functions = function_sizes(template)

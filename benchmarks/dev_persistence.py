@@ -40,9 +40,9 @@ os.environ.pop("AWS_ENDPOINT_URL", None)
 import boto3  # noqa: E402
 from moto.moto_api._internal.models import moto_api_backend  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
-from threads_aws.local.infra import create_resources, default_template_path  # noqa: E402
-from threads_aws.local.moto_patch import serialize_dynamodb, speed_up_moto_transactions  # noqa: E402
-from threads_aws.local.persist_moto import DurableMoto  # noqa: E402
+from threads_aws_dev.local.infra import create_resources, default_template_path  # noqa: E402
+from threads_aws_dev.local.moto_patch import serialize_dynamodb, speed_up_moto_transactions  # noqa: E402
+from threads_aws_dev.local.persist_moto import DurableMoto  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -182,7 +182,7 @@ def logging_off() -> None:
 
 def _dev(args: list[str], cwd: Path) -> tuple[subprocess.Popen[str], str, str]:
     exe = Path(sys.executable).with_name("threads-aws")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws_dev"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(SSE_POLL_MS="20")
     proc = subprocess.Popen(
@@ -232,7 +232,7 @@ def per_run(runs: int) -> dict[str, Any]:
             q = statistics.quantiles(samples[m], n=4)
             out[m] = (q[0] * 1e3, statistics.median(samples[m]) * 1e3, q[2] * 1e3)
         out["journal_bytes"] = (tmp / "s" / "journal-0.log").stat().st_size
-        from threads_aws.local.persist import StateDir
+        from threads_aws_dev.local.persist import StateDir
 
         state = StateDir(tmp / "s", fsync=False)
         state.open()

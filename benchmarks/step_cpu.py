@@ -40,11 +40,11 @@ from threads_aws.core.canonical import new_uuid7  # noqa: E402
 from threads_aws.core.lines import StoredLine, header_line  # noqa: E402
 from threads_aws.engine import context as context_mod  # noqa: E402
 from threads_aws.engine.step import EngineContext, advance  # noqa: E402
-from threads_aws.local.infra import create_resources, default_template_path  # noqa: E402
-from threads_aws.local.moto_patch import speed_up_moto_transactions  # noqa: E402
 from threads_aws.store import NewBranch  # noqa: E402
 from threads_aws.store.aws import stores  # noqa: E402
 from threads_aws.writer import Draft, Writer  # noqa: E402
+from threads_aws_dev.local.infra import create_resources, default_template_path  # noqa: E402
+from threads_aws_dev.local.moto_patch import speed_up_moto_transactions  # noqa: E402
 
 USER = {"kind": "user", "principal": {"issuer": "api", "subject": "alice", "tenant": "acme"}}
 HOST = {"kind": "host"}

@@ -217,8 +217,8 @@ def main() -> int:
     os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"  # no EMF lines on stdout
     timed_demo()
     from threads_aws import services
-    from threads_aws.local.dev import DevServer
-    from threads_aws.local.gateway import configure_logging
+    from threads_aws_dev.local.dev import DevServer
+    from threads_aws_dev.local.gateway import configure_logging
 
     configure_logging(verbose=False)
     server = DevServer(port=0, dev_tokens=True)

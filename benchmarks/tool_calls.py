@@ -49,14 +49,14 @@ def main() -> int:
     from threads_aws.core.lines import StoredLine, header_line
     from threads_aws.engine.mcp_tools import StepMcp
     from threads_aws.engine.step import advance
-    from threads_aws.local.demo_mcp import DemoMcp
-    from threads_aws.local.infra import create_resources, default_template_path
-    from threads_aws.local.lambda_invoke import LocalLambda
-    from threads_aws.local.runtime import Handlers
-    from threads_aws.local.sam import parse_template
     from threads_aws.services import Services
     from threads_aws.store.protocol import NewBranch
     from threads_aws.writer import Draft
+    from threads_aws_dev.local.demo_mcp import DemoMcp
+    from threads_aws_dev.local.infra import create_resources, default_template_path
+    from threads_aws_dev.local.lambda_invoke import LocalLambda
+    from threads_aws_dev.local.runtime import Handlers
+    from threads_aws_dev.local.sam import parse_template
 
     moto_env()
     demo = DemoMcp().start()

@@ -44,11 +44,11 @@ from threads_aws.core.lines import StoredLine, header_line  # noqa: E402
 from threads_aws.engine.file_tools import run_read_file, run_write_file  # noqa: E402
 from threads_aws.engine.tools import ToolContext  # noqa: E402
 from threads_aws.host.principal import Principal  # noqa: E402
-from threads_aws.local.infra import create_resources, default_template_path  # noqa: E402
-from threads_aws.local.moto_patch import speed_up_moto_transactions  # noqa: E402
 from threads_aws.services import Services  # noqa: E402
 from threads_aws.store import NewBranch  # noqa: E402
 from threads_aws.writer import Draft  # noqa: E402
+from threads_aws_dev.local.infra import create_resources, default_template_path  # noqa: E402
+from threads_aws_dev.local.moto_patch import speed_up_moto_transactions  # noqa: E402
 
 
 class Meter:

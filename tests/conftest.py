@@ -1,5 +1,5 @@
 """Shared fixtures: AWS on moto, with the tables/bucket/queues created from template.yaml by
-threads_aws.local.infra (so tests can't drift from the template), plus a hash-chained line
+threads_aws_dev.local.infra (so tests can't drift from the template), plus a hash-chained line
 builder for store-level tests."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from helpers.local_gateway import fixture_template  # noqa: F401 - a fixture, registered by name
 from threads_aws.core.canonical import canonical_bytes, new_uuid7
 from threads_aws.core.lines import StoredLine, header_line
-from threads_aws.local.moto_patch import serialize_dynamodb
-from threads_aws.local.moto_patch import speed_up_moto_transactions as _speed_up_moto_transactions
+from threads_aws_dev.local.moto_patch import serialize_dynamodb
+from threads_aws_dev.local.moto_patch import speed_up_moto_transactions as _speed_up_moto_transactions
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "template.yaml"
@@ -103,7 +103,7 @@ def aws(monkeypatch: pytest.MonkeyPatch):
     # and transaction atomic, which the parallel tests (racing writers, 20 identical POSTs) rely on.
     serialize_dynamodb(monkeypatch)
     with moto.mock_aws():
-        from threads_aws.local.infra import create_resources
+        from threads_aws_dev.local.infra import create_resources
 
         session = boto3.Session(region_name=REGION)
         # A unique prefix per test: if some other code left a global moto mock running, this

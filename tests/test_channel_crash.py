@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from helpers.dev_process import DevProcess, dev_process, wait_until
-from threads_aws.fakes import slack as fs
-from threads_aws.fakes.slack import FakeSlack
+from threads_aws_dev.fakes import slack as fs
+from threads_aws_dev.fakes.slack import FakeSlack
 
 SECRET = "crash-slack-signing-secret"
 TEAM = "T0CRASH"

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from helpers.dev_process import DevProcess, dev_process, wait_until
-from threads_aws.fakes import slack as fs
-from threads_aws.fakes import whatsapp as fw
-from threads_aws.fakes.slack import FakeSlack
-from threads_aws.fakes.whatsapp import FakeWhatsApp
+from threads_aws_dev.fakes import slack as fs
+from threads_aws_dev.fakes import whatsapp as fw
+from threads_aws_dev.fakes.slack import FakeSlack
+from threads_aws_dev.fakes.whatsapp import FakeWhatsApp
 
 SECRET = "e2e-slack-signing-secret"
 APP_SECRET = "e2e-whatsapp-app-secret"

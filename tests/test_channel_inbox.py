@@ -13,9 +13,9 @@ from threads_aws.channels.installations import parse_installations
 from threads_aws.channels.secrets import SecretResolver
 from threads_aws.channels.webhook import handle
 from threads_aws.core.importer import import_log
-from threads_aws.fakes import slack as fs
-from threads_aws.fakes import whatsapp as fw
 from threads_aws.store.inbox import Inbox
+from threads_aws_dev.fakes import slack as fs
+from threads_aws_dev.fakes import whatsapp as fw
 
 NOW_S = 1_790_000_000
 SECRET = "slack-signing-secret"

@@ -13,9 +13,9 @@ from threads_aws.channels.errors import NoChallenge, UnknownChannel, Unverified
 from threads_aws.channels.installations import parse_installations
 from threads_aws.channels.intake import challenge, receive
 from threads_aws.channels.secrets import SecretResolver, SecretUnavailable
-from threads_aws.conformance.intake_adapter import ConformanceAdapter, installations_for, webhook_request
-from threads_aws.fakes import slack as fs
-from threads_aws.fakes import whatsapp as fw
+from threads_aws_dev.conformance.intake_adapter import ConformanceAdapter, installations_for, webhook_request
+from threads_aws_dev.fakes import slack as fs
+from threads_aws_dev.fakes import whatsapp as fw
 
 NOW_S = 1_790_000_000
 NOW_MS = NOW_S * 1000

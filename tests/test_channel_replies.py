@@ -14,11 +14,11 @@ from threads_aws.channels.webhook import handle
 from threads_aws.core.importer import import_log
 from threads_aws.engine import replies
 from threads_aws.engine.step import advance
-from threads_aws.fakes import slack as fs
-from threads_aws.fakes import whatsapp as fw
-from threads_aws.fakes.slack import FakeSlack
-from threads_aws.fakes.whatsapp import FakeWhatsApp
 from threads_aws.store.inbox import Inbox
+from threads_aws_dev.fakes import slack as fs
+from threads_aws_dev.fakes import whatsapp as fw
+from threads_aws_dev.fakes.slack import FakeSlack
+from threads_aws_dev.fakes.whatsapp import FakeWhatsApp
 
 NOW_S = 1_790_000_000
 SECRET = "replies-signing-secret"

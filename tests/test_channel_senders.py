@@ -14,9 +14,9 @@ from threads_aws.channels.model import ChannelSecrets
 from threads_aws.channels.replies import approval_op, reply_ops, split_text
 from threads_aws.channels.slack_api import SlackSender
 from threads_aws.channels.whatsapp_api import WhatsAppSender, within_service_window
-from threads_aws.fakes.slack import DEFAULT_TOKEN, FakeSlack
-from threads_aws.fakes.whatsapp import DEFAULT_PHONE_NUMBER_ID, FakeWhatsApp
-from threads_aws.fakes.whatsapp import DEFAULT_TOKEN as WA_TOKEN
+from threads_aws_dev.fakes.slack import DEFAULT_TOKEN, FakeSlack
+from threads_aws_dev.fakes.whatsapp import DEFAULT_PHONE_NUMBER_ID, FakeWhatsApp
+from threads_aws_dev.fakes.whatsapp import DEFAULT_TOKEN as WA_TOKEN
 
 CALL = "send_12_0"
 
@@ -369,8 +369,8 @@ def test_fakes_run_as_their_own_process():
     import sys
 
     for module, var in (
-        ("threads_aws.fakes.slack", "SLACK_API_URL"),
-        ("threads_aws.fakes.whatsapp", "WHATSAPP_API_URL"),
+        ("threads_aws_dev.fakes.slack", "SLACK_API_URL"),
+        ("threads_aws_dev.fakes.whatsapp", "WHATSAPP_API_URL"),
     ):
         port = _free_port()
         proc = subprocess.Popen(

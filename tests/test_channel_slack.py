@@ -11,7 +11,7 @@ from threads_aws.channels import adapter_for
 from threads_aws.channels.errors import NoChallenge, Unverified
 from threads_aws.channels.model import ChannelSecrets, Decision, InboxItem, WebhookRequest
 from threads_aws.channels.slack import SlackAdapter, signature
-from threads_aws.fakes import slack as fs
+from threads_aws_dev.fakes import slack as fs
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 NOW_S = 1_790_000_000

@@ -13,7 +13,7 @@ from threads_aws.channels.errors import Unverified
 from threads_aws.channels.model import ChannelSecrets, Decision, InboxItem, StatusReport, WebhookRequest
 from threads_aws.channels.replies import whatsapp_button_id
 from threads_aws.channels.whatsapp import WhatsAppAdapter, signature
-from threads_aws.fakes import whatsapp as fw
+from threads_aws_dev.fakes import whatsapp as fw
 
 APP_SECRET = "0123456789abcdef0123456789abcdef"
 PNID = "106540352242922"

@@ -1,4 +1,4 @@
-"""`threads-aws log ...` (threads_aws.cli): run through `main([...])` on copies of conformance logs.
+"""`threads-aws log ...` (threads_aws_dev.cli): run through `main([...])` on copies of conformance logs.
 
 The case logs are read from /work/shared/conformance/cases and copied to tmp_path per test; they
 are never copied into the repo.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers import shared
-from threads_aws.cli import main
+from threads_aws_dev.cli import main
 
 CASES = shared.CASES
 NOW = "1790000060000"
@@ -535,7 +535,7 @@ def test_store_import_seq_conflict(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_python_dash_m(tmp_path: Path) -> None:
     log = _copy(tmp_path, "seq-gap-rejected")
     proc = subprocess.run(
-        [sys.executable, "-m", "threads_aws", "log", "verify", str(log)],
+        [sys.executable, "-m", "threads_aws_dev", "log", "verify", str(log)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -1,4 +1,4 @@
-"""threads_aws.client against the served contract, without a host: an error class per code a
+"""threads_aws_client against the served contract, without a host: an error class per code a
 route or the gateway can answer, TypedDicts with the schemas' keys, a method per operation
 (sync and async alike), nothing of the server side imported; and the client's own logic (what
 is retried, Link paging, stream state) on canned answers, for the answers the local host cannot
@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from threads_aws.client import (
+from threads_aws_client import (
     AsyncClient,
     Client,
     ConnectionFailed,
@@ -44,7 +44,7 @@ def v1_operations() -> dict[str, dict[str, Any]]:
 
 
 def gateway_codes() -> set[str]:
-    from threads_aws.local.infra import load_template
+    from threads_aws_dev.local.infra import load_template
 
     tpl = load_template(REPO / "template.yaml")
     out = set()
@@ -136,18 +136,11 @@ SERVER_SIDE = (
     "botocore",
     "moto",
     "orjson",
-    "threads_aws.core",
-    "threads_aws.store",
-    "threads_aws.host",
-    "threads_aws.engine",
-    "threads_aws.local",
-    "threads_aws.writer",
-    "threads_aws.agents",
-    "threads_aws.terminal",
-    "threads_aws.cli",
+    "threads_aws",
+    "threads_aws_dev",
 )
 CLIENT_DEPS = {
-    "threads_aws",
+    "threads_aws_client",
     "httpx",
     "httpx_sse",
     "httpcore",
@@ -167,7 +160,7 @@ def test_the_client_imports_nothing_of_the_server_side():
     probe = (
         "import json, sys\n"
         "before = set(sys.modules)\n"
-        "import threads_aws.client, threads_aws.client.types, threads_aws.client.errors\n"
+        "import threads_aws_client, threads_aws_client.types, threads_aws_client.errors\n"
         "print(json.dumps(sorted(set(sys.modules) - before)))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout

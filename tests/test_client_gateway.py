@@ -1,4 +1,4 @@
-"""threads_aws.client over every route through the local gateway (`threads-aws dev`, real HTTP):
+"""threads_aws_client over every route through the local gateway (`threads-aws dev`, real HTTP):
 results in the contract's shapes, a typed exception for each error path the host can be driven
 into, idempotent replay (the same key, a lost answer retried with it), and the run stream
 resuming by itself (short windows; a connection cut mid-window) without a gap or a duplicate.
@@ -17,7 +17,7 @@ import httpx
 import pytest
 from helpers.people_dev import RETRY_MS, people_dev, release
 from helpers.shared import needs
-from threads_aws.client import (
+from threads_aws_client import (
     AsyncClient,
     Client,
     ConnectionFailed,
@@ -34,9 +34,9 @@ from threads_aws.client import (
     TooLargeError,
     UnauthenticatedError,
 )
-from threads_aws.client._streams import id_key
-from threads_aws.client.errors import ApprovalDuplicateError
-from threads_aws.client.types import OUTCOMES, RunOutcome, Schedule
+from threads_aws_client._streams import id_key
+from threads_aws_client.errors import ApprovalDuplicateError
+from threads_aws_client.types import OUTCOMES, RunOutcome, Schedule
 
 ALICE = "dev:api:local:alice"
 BOB = "dev:api:local:bob"  # same tenant, another principal

@@ -154,7 +154,7 @@ def test_prompt_too_long_compacts_reactively(aws: Any) -> None:
 
 @pytest.fixture
 def fake_models(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from threads_aws.fakes.models import FakeServer
+    from threads_aws_dev.fakes.models import FakeServer
 
     server = FakeServer().start()
     for k, v in server.env().items():

@@ -25,10 +25,10 @@ from helpers.engine import (
     types,
     verify_export,
 )
-from threads_aws.local.lambda_invoke import LocalLambda
-from threads_aws.local.runtime import Handlers
-from threads_aws.local.sam import parse_template
 from threads_aws.store.functions import Functions, client_config
+from threads_aws_dev.local.lambda_invoke import LocalLambda
+from threads_aws_dev.local.runtime import Handlers
+from threads_aws_dev.local.sam import parse_template
 
 
 @pytest.fixture

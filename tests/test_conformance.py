@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 from helpers import shared
-from threads_aws.conformance import run_case
+from threads_aws_dev.conformance import run_case
 
 CASES = shared.CASES
 
@@ -25,14 +25,14 @@ def _fork_case(d: Path) -> bool:
 def test_fork_case_on_the_s3_workspace_provider(case_dir: Path) -> None:
     """The fork kind on the real provider where the sandbox script permits it (a scripted lost
     answer or crash is a fake's behaviour: SKIP)."""
-    from threads_aws.conformance.kinds import fork_permits_real
+    from threads_aws_dev.conformance.kinds import fork_permits_real
 
     result = run_case(case_dir, sandbox="s3")
     assert result.verdict == ("PASS" if fork_permits_real(case_dir) else "SKIP"), result.line()
 
 
 def test_cli_output_and_exit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from threads_aws.conformance.runner import main
+    from threads_aws_dev.conformance.runner import main
 
     case = tmp_path / "bad-kind"
     case.mkdir()

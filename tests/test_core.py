@@ -237,9 +237,9 @@ def test_fork_points_and_child_segment_import() -> None:
 
 
 def test_validators_are_fresh() -> None:
-    from threads_aws import schema_gen
+    from threads_aws_dev import schema_gen
 
-    assert schema_gen.OUT.read_text() == schema_gen.generate(), "run python -m threads_aws.schema_gen"
+    assert schema_gen.OUT.read_text() == schema_gen.generate(), "run python -m threads_aws_dev.schema_gen"
 
 
 def test_fast_path_agrees_with_rfc8785_on_fuzzed_values() -> None:

@@ -95,7 +95,7 @@ class Dev:
 
 def _cmd() -> list[str]:
     exe = Path(sys.executable).with_name("threads-aws")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws_dev"]
 
 
 def start_dev(args: list[str], cwd: Path, log: Path) -> Dev:

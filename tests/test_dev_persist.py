@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from threads_aws.local import persist
-from threads_aws.local.persist import PersistError, StateDir, encode_record
+from threads_aws_dev.local import persist
+from threads_aws_dev.local.persist import PersistError, StateDir, encode_record
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "template.yaml"
@@ -209,10 +209,10 @@ def boot(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     import logging
 
     from moto.moto_api._internal.models import moto_api_backend
-    from threads_aws.local.infra import create_resources
-    from threads_aws.local.moto_patch import serialize_dynamodb, speed_up_moto_transactions
-    from threads_aws.local.persist_effects import install_sqs_hooks
-    from threads_aws.local.persist_moto import DurableMoto
+    from threads_aws_dev.local.infra import create_resources
+    from threads_aws_dev.local.moto_patch import serialize_dynamodb, speed_up_moto_transactions
+    from threads_aws_dev.local.persist_effects import install_sqs_hooks
+    from threads_aws_dev.local.persist_moto import DurableMoto
 
     monkeypatch.setattr(logging.getLogger("werkzeug"), "level", logging.ERROR)  # per-request lines
     for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):

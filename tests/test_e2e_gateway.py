@@ -198,7 +198,7 @@ def test_settings_and_mode_in_timeline_and_export_verifies(dev: Dev, tmp_path: P
     # The branch as stored verifies with the offline CLI.
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **dev.env}
     out = tmp_path / "branch.jsonl"
-    cli = [sys.executable, "-m", "threads_aws", "log"]
+    cli = [sys.executable, "-m", "threads_aws_dev", "log"]
     subprocess.run(
         [*cli, "export", "--branch", run["branch_id"], "-o", str(out)], env=env, check=True, timeout=60
     )

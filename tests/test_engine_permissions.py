@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from threads_aws.config.rules import Rule
 from threads_aws.core.errors import LogError
-from threads_aws.engine.permissions import PermissionEngine, Rule, suggested_rules
+from threads_aws.engine.permissions import PermissionEngine, suggested_rules
 
 POLICY = {"mode": "default", "allow": ["time", "todo_write"], "ask": ["note"], "deny": ["bash(rm:*)"]}
 

@@ -229,7 +229,7 @@ def mcp_thread(ctx: Any) -> tuple[str, str]:
 
 @pytest.fixture
 def demo_mcp(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from threads_aws.local.demo_mcp import DemoMcp
+    from threads_aws_dev.local.demo_mcp import DemoMcp
 
     server = DemoMcp().start()
     monkeypatch.setenv("THREADS_DEMO_MCP_URL", server.url)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from threads_aws.local.gateway import (
+from threads_aws_dev.local.gateway import (
     DEFAULT_RESPONSES,
     MAX_INVOKE_REQUEST,
     MAX_REQUEST,
@@ -19,8 +19,8 @@ from threads_aws.local.gateway import (
     Request,
     _vtl,
 )
-from threads_aws.local.runtime import Handlers
-from threads_aws.local.sam import parse_template
+from threads_aws_dev.local.runtime import Handlers
+from threads_aws_dev.local.sam import parse_template
 
 REPO = Path(__file__).resolve().parents[1]
 CONTRACT = json.loads((REPO / "schemas" / "openapi.json").read_text())

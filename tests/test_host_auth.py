@@ -76,7 +76,7 @@ def test_bearer_parsing():
 
 
 def test_cli_keys_create_and_revoke(aws, monkeypatch, capsys):
-    from threads_aws.cli import main
+    from threads_aws_dev.cli import main
 
     monkeypatch.setenv("STATE_TABLE", aws.resources.state_table)
     assert main(["keys", "create", "--tenant", "acme", "--subject", "alice"]) == 0

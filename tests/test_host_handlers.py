@@ -172,7 +172,7 @@ def test_served_contract_is_schemas_openapi_plus_what_is_ours():
 @pytest.mark.parametrize("mode", ["stream", "window"])
 def test_template_declares_every_route(mode):
     from threads_aws.host.runtime import openapi
-    from threads_aws.local.sam import parse_template
+    from threads_aws_dev.local.sam import parse_template
 
     doc = json.loads(openapi()["body"])
     # Function events and the Api's DefinitionBody (the run stream's switchable integration).
@@ -209,7 +209,7 @@ def test_an_undeclared_method_is_405_with_the_paths_methods_in_allow(env):
 
 
 def test_body_validators_are_fresh():
-    from threads_aws.host import bodies_gen
+    from threads_aws_dev import bodies_gen
 
     assert bodies_gen.OUT.read_text() == bodies_gen.generate()
 

@@ -161,7 +161,7 @@ def test_window_env(monkeypatch):
 def test_the_wait_ends_safely_before_the_function_timeout(monkeypatch):
     # template.yaml's Timeout is the one constant: the deployed SSE_WAIT_MS, whatever it says,
     # can't outlast the invocation Lambda derives from it.
-    from threads_aws.local.infra import load_template
+    from threads_aws_dev.local.infra import load_template
 
     fn = load_template(REPO / "template.yaml")["Resources"]["SubscribeRunFunction"]["Properties"]
     timeout_ms = fn["Timeout"] * 1000

@@ -99,11 +99,41 @@ def _dists(layer: Path) -> dict[str, str]:
     return out
 
 
-def _dev_only() -> list[str]:
-    out = subprocess.run(
-        ["make", "-s", "-C", str(LAYER_SRC), "print-dev-only"], capture_output=True, text=True, check=True
-    )
-    return out.stdout.split()
+#: What used to sit in the runtime package and now is the dev tooling's (devtools/threads_aws_dev)
+#: or the client's (clients/python): the layer copies threads_aws as it is, so none may come back.
+DEV_ONLY = ["local", "conformance", "fakes", "client", "terminal", "codegen", "cli.py", "__main__.py",
+            "schema_gen.py", "host/bodies_gen.py", "host/cli_keys.py"]
+
+
+def test_the_runtime_never_imports_the_dev_tooling_or_the_client():
+    """The layout says what ships: threads_aws imports neither threads_aws_dev nor threads_aws_client
+    (an import, absolute or relative, anywhere in its sources, lazy ones included)."""
+    import ast
+
+    bad = []
+    for src in (LAYER_SRC / "threads_aws").rglob("*.py"):
+        for node in ast.walk(ast.parse(src.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            tops = ("threads_aws_dev", "threads_aws_client")
+            bad += [f"{src}:{node.lineno} {n}" for n in names if n.split(".")[0] in tops]
+    assert not bad, bad
+    assert not [p for p in DEV_ONLY if (LAYER_SRC / "threads_aws" / p).exists()]
+
+
+def test_config_sits_below_the_engine():
+    """agents and config import no engine module (the engine imports them): no import circle."""
+    import ast
+
+    pkg = LAYER_SRC / "threads_aws"
+    for src in [pkg / "agents.py", *(pkg / "config").glob("*.py")]:
+        for node in ast.walk(ast.parse(src.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                mod = ("." * node.level) + (node.module or "")
+                assert "engine" not in mod.split("."), f"{src}:{node.lineno} imports {mod}"
 
 
 # ---------------------------------------------------------------- what the layer holds
@@ -130,9 +160,7 @@ def test_requirements_pin_exactly_the_runtime_dependencies():
 def test_layer_ships_the_runtime_only(target_layer: Path):
     assert _dists(target_layer) == _pins()
     pkg = target_layer / "threads_aws"
-    dev = _dev_only()
-    assert {"local", "conformance", "cli.py", "schema_gen.py", "host/bodies_gen.py"} <= set(dev)
-    assert not [p for p in dev if (pkg / p).exists()]
+    assert not [p for p in DEV_ONLY if (pkg / p).exists()]
     assert not list(target_layer.glob("*.egg-info")) and not (target_layer / "bin").exists()
     # Package data the host serves.
     assert (pkg / "host" / "openapi.json").is_file() and (pkg / "data" / "agents.json").is_file()
@@ -268,7 +296,7 @@ def test_handlers_serve_requests_from_the_layer(python: str, host_layer: Path, t
     server (the only thing outside the layer: it stands for DynamoDB, S3 and SQS)."""
     boto3 = pytest.importorskip("boto3")
     moto_server = pytest.importorskip("moto.server")
-    from threads_aws.local.infra import create_resources
+    from threads_aws_dev.local.infra import create_resources
 
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

@@ -87,7 +87,7 @@ def test_the_stream_function_package():
     assert stat.S_IMODE(os.stat(script).st_mode) & 0o111 == 0o111
     text = script.read_bytes()
     assert b"\r" not in text and text.startswith(b"#!/bin/bash\n")
-    from threads_aws.local.lwa import asgi_target
+    from threads_aws_dev.local.lwa import asgi_target
 
     assert asgi_target(fn, "run.sh", {"AWS_LAMBDA_EXEC_WRAPPER": "/opt/bootstrap"}) == "main:app"
     reqs = (fn / "requirements.txt").read_text()

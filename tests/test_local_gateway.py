@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from threads_aws.local.gateway import Gateway, Request, Router, make_server, serve_in_thread
-from threads_aws.local.pollers import Poller, failed_ids
-from threads_aws.local.runtime import Handlers, module_name
-from threads_aws.local.sam import ApiRoute, function_env, parse_template
+from threads_aws_dev.local.gateway import Gateway, Request, Router, make_server, serve_in_thread
+from threads_aws_dev.local.pollers import Poller, failed_ids
+from threads_aws_dev.local.runtime import Handlers, module_name
+from threads_aws_dev.local.sam import ApiRoute, function_env, parse_template
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -345,7 +345,7 @@ def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str]:
 
 def test_dev_command_serves_and_stops_on_sigterm() -> None:
     exe = Path(sys.executable).with_name("threads-aws")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws_dev"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     proc = subprocess.Popen(
         [*cmd, "dev", "--port", "0", "--dev-tokens", "--ephemeral"],
@@ -393,7 +393,7 @@ def _other_calls(gw: Gateway) -> list[int]:
 def test_lambda_invoke_request_limit(gw: Gateway) -> None:
     # API Gateway takes up to 10 MB, Lambda's invoke at most 6,291,456 bytes of event: between
     # the two the function never runs and the gateway answers its 5XX.
-    from threads_aws.local.gateway import MAX_INVOKE_REQUEST
+    from threads_aws_dev.local.gateway import MAX_INVOKE_REQUEST
 
     calls = _other_calls(gw)
     calls.clear()
@@ -408,7 +408,7 @@ def test_lambda_invoke_request_limit(gw: Gateway) -> None:
 
 
 def test_lambda_response_limit(gw: Gateway) -> None:
-    from threads_aws.local.gateway import MAX_RESPONSE
+    from threads_aws_dev.local.gateway import MAX_RESPONSE
 
     status, body, _ = call(gw, "GET", "/big", query=f"n={MAX_RESPONSE - 200}")
     assert status == 200 and len(body) == MAX_RESPONSE - 200

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from threads_aws.local.gateway import MAX_REQUEST, Gateway, make_server, serve_in_thread
-from threads_aws.local.runtime import Handlers
-from threads_aws.local.sam import parse_template
+from threads_aws_dev.local.gateway import MAX_REQUEST, Gateway, make_server, serve_in_thread
+from threads_aws_dev.local.runtime import Handlers
+from threads_aws_dev.local.sam import parse_template
 
 READ_TIMEOUT = 0.5
 

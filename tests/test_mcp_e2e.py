@@ -33,7 +33,7 @@ def start(dev: DevProcess, text: str, thread_id: str | None = None) -> dict[str,
 def exported(dev: DevProcess, branch_id: str, tmp_path: Path) -> bytes:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **dev.env}
     out = tmp_path / f"{branch_id}.jsonl"
-    cli = [sys.executable, "-m", "threads_aws", "log"]
+    cli = [sys.executable, "-m", "threads_aws_dev", "log"]
     subprocess.run([*cli, "export", "--branch", branch_id, "-o", str(out)], env=env, check=True, timeout=120)
     return out.read_bytes()
 

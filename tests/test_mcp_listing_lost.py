@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from threads_aws.engine.mcp_tools import McpTool, StepMcp
 from threads_aws.engine.tools import ToolContext, ToolNotSent
-from threads_aws.local.demo_mcp import DemoMcp
+from threads_aws_dev.local.demo_mcp import DemoMcp
 
 
 class SlowListing(DemoMcp):

@@ -17,7 +17,7 @@ from helpers.engine import grant, make_ctx, of_type, run, say, types, verify_exp
 from test_compose_lambda import Crash, CrashingWriter
 from test_mcp_tools import thread
 from threads_aws.agents import parse_agents
-from threads_aws.local.demo_mcp import DemoMcp, free_port
+from threads_aws_dev.local.demo_mcp import DemoMcp, free_port
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
@@ -35,7 +35,7 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60) -
 @pytest.fixture
 def server_process(monkeypatch):
     port = free_port()
-    cmd = [sys.executable, "-m", "threads_aws.local.demo_mcp", "--port", str(port)]
+    cmd = [sys.executable, "-m", "threads_aws_dev.local.demo_mcp", "--port", str(port)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_port(port, proc)

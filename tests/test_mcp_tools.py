@@ -20,9 +20,9 @@ from threads_aws.engine.mcp_tools import (
     sync_tools,
     tool_specs,
 )
-from threads_aws.local.demo_mcp import DemoMcp
 from threads_aws.store.protocol import NewBranch
 from threads_aws.writer import Draft
+from threads_aws_dev.local.demo_mcp import DemoMcp
 
 WINDOW = 86_400_000
 

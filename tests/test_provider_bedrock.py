@@ -19,7 +19,7 @@ from botocore.stub import Stubber
 from helpers.providers import MemoryArtifacts, complete, request, tool, user
 from threads_aws.engine.models import ModelError
 from threads_aws.engine.providers.bedrock import BedrockAdapter
-from threads_aws.fakes import eventstream
+from threads_aws_dev.fakes import eventstream
 
 MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
 

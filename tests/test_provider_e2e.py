@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from helpers import e2e
 from helpers.e2e import Dev, types
-from threads_aws.fakes.models import FakeServer
+from threads_aws_dev.fakes.models import FakeServer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -82,7 +82,7 @@ def test_tool_loop_on_each_provider(
     # The stored branch verifies offline.
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **dev.env}
     out = tmp_path / "branch.jsonl"
-    cli = [sys.executable, "-m", "threads_aws", "log"]
+    cli = [sys.executable, "-m", "threads_aws_dev", "log"]
     subprocess.run(
         [*cli, "export", "--branch", run["branch_id"], "-o", str(out)], env=env, check=True, timeout=60
     )
@@ -106,7 +106,7 @@ def _verify(dev: Dev, branch_id: str, tmp_path: Path) -> None:
     """The stored branch exports, verifies offline (rules and request bytes) and re-imports."""
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **dev.env}
     out = tmp_path / f"{branch_id}.jsonl"
-    cli = [sys.executable, "-m", "threads_aws", "log"]
+    cli = [sys.executable, "-m", "threads_aws_dev", "log"]
     subprocess.run([*cli, "export", "--branch", branch_id, "-o", str(out)], env=env, check=True, timeout=60)
     verified = subprocess.run([*cli, "verify", str(out)], capture_output=True, text=True, timeout=60)
     assert verified.returncode == 0 and verified.stdout.startswith("ok "), verified.stderr

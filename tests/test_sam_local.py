@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from threads_aws.local.sam import ENDPOINT_VAR, parse_template, sam_env_vars
+from threads_aws_dev.local.sam import ENDPOINT_VAR, parse_template, sam_env_vars
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "template.yaml"
@@ -55,7 +55,7 @@ def test_env_vars_file_covers_every_function_with_its_declared_variables():
 
 
 def test_dev_host_keeps_its_own_endpoint_over_the_templates_empty_one(aws):
-    from threads_aws.local.sam import function_env
+    from threads_aws_dev.local.sam import function_env
 
     env, _ = function_env(parse_template(TEMPLATE), aws.resources.physical, "us-east-1")
     assert ENDPOINT_VAR not in env  # `dev` sets AWS_ENDPOINT_URL to its moto
@@ -66,11 +66,11 @@ def _start(tmp: Path) -> tuple[subprocess.Popen[str], list[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
     cmd = [
-        sys.executable, "-m", "threads_aws", "dev", "--aws-only", "--aws-port", "0",
+        sys.executable, "-m", "threads_aws_dev", "dev", "--aws-only", "--aws-port", "0",
         "--aws-endpoint-host", "127.0.0.1", "--env-vars", str(env_file), "--ephemeral",
     ]  # fmt: skip
     help_out = subprocess.run(
-        [sys.executable, "-m", "threads_aws", "dev", "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "threads_aws_dev", "dev", "--help"], capture_output=True, text=True
     )
     if "--ephemeral" not in help_out.stdout:
         cmd.remove("--ephemeral")

@@ -19,8 +19,8 @@ from typing import Any
 import fastjsonschema
 import pytest
 from helpers import shared
-from threads_aws import schema_gen
 from threads_aws.core import _validators as V
+from threads_aws_dev import schema_gen
 
 CASES = shared.CASES
 SEED = 20240607

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from threads_aws.local.infra import load_template, physical_name
 from threads_aws.store.names import ResourceNames
+from threads_aws_dev.local.infra import load_template, physical_name
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "template.yaml"
 

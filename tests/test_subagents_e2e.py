@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from helpers.people_dev import people_dev
-from threads_aws.client import Client, ForbiddenError
 from threads_aws.core import projections
 from threads_aws.core.importer import import_log
+from threads_aws_client import Client, ForbiddenError
 
 ALICE = "dev:api:local:alice"
 BOB = "dev:api:local:bob"  # same tenant, not the root run's principal
@@ -32,7 +32,7 @@ def exported(branch_id: str, tmp_path: Path) -> Any:
     """The branch exported by the offline CLI, verified, re-imported: its fold."""
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **people_dev().env}
     out = tmp_path / f"{branch_id}.jsonl"
-    cli = [sys.executable, "-m", "threads_aws", "log"]
+    cli = [sys.executable, "-m", "threads_aws_dev", "log"]
     subprocess.run([*cli, "export", "--branch", branch_id, "-o", str(out)], env=env, check=True, timeout=120)
     verified = subprocess.run([*cli, "verify", str(out)], capture_output=True, text=True, timeout=120)
     assert verified.returncode == 0 and verified.stdout.startswith("ok "), verified.stderr

@@ -16,8 +16,8 @@ from typing import Any
 import pexpect
 import pytest
 from helpers.people_dev import people_dev, release
-from threads_aws.client import Client
-from threads_aws.terminal import EXIT_CANCELLED, EXIT_INTERRUPTED, EXIT_PARKED
+from threads_aws_client import Client
+from threads_aws_dev.terminal import EXIT_CANCELLED, EXIT_INTERRUPTED, EXIT_PARKED
 
 EXE = str(Path(sys.executable).with_name("threads-aws"))
 TIMEOUT = 60
@@ -232,8 +232,8 @@ def test_exit_codes_of_host_failures(env):
 
 def test_people_commands_start_fast_without_the_client_loaded(env):
     probe = (
-        "import sys, threads_aws.cli as c; c.build_parser(); "
-        "print([m for m in sys.modules if m.startswith(('httpx', 'rich', 'threads_aws.client', 'boto3'))])"
+        "import sys, threads_aws_dev.cli as c; c.build_parser(); "
+        "print([m for m in sys.modules if m.startswith(('httpx', 'rich', 'threads_aws_client', 'boto3'))])"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -242,7 +242,7 @@ def test_people_commands_start_fast_without_the_client_loaded(env):
 # ------------------------------------------------------------------ the live view, message by message
 def test_run_view_streams_text_and_tracks_tool_rows():
     from rich.console import Console
-    from threads_aws.terminal.live import RunView
+    from threads_aws_dev.terminal.live import RunView
 
     view = RunView()
 

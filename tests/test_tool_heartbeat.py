@@ -13,10 +13,10 @@ from typing import Any
 
 from helpers.engine import make_ctx, run, say, scripted, verify_export
 from threads_aws.agents import parse_agents
+from threads_aws.config.retry_defaults import DEFAULTS
 from threads_aws.core.canonical import new_uuid7
 from threads_aws.core.lines import StoredLine, header_line
 from threads_aws.engine.models import ScriptedModel
-from threads_aws.engine.retry_defaults import DEFAULTS
 from threads_aws.engine.tools import BUILTIN_EXECUTORS, ToolContext, ToolOutput
 from threads_aws.store import NewBranch
 from threads_aws.writer import Draft

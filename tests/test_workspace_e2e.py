@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from helpers.people_dev import people_dev
-from threads_aws.client import Client, NoSnapshotBoundaryError
+from threads_aws_client import Client, NoSnapshotBoundaryError
 
 ALICE = "dev:api:local:alice"
 
@@ -39,7 +39,7 @@ def said(outcome: dict[str, Any]) -> str:
 def export_verified(branch_id: str, tmp_path: Path) -> None:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **people_dev().env}
     out = tmp_path / f"{branch_id}.jsonl"
-    cli = [sys.executable, "-m", "threads_aws", "log"]
+    cli = [sys.executable, "-m", "threads_aws_dev", "log"]
     subprocess.run([*cli, "export", "--branch", branch_id, "-o", str(out)], env=env, check=True, timeout=120)
     verified = subprocess.run([*cli, "verify", str(out)], capture_output=True, text=True, timeout=120)
     assert verified.returncode == 0 and verified.stdout.startswith("ok "), verified.stderr

@@ -89,7 +89,7 @@ NETWORK_WAYS_OUT = {
 
 
 def _template() -> dict[str, Any]:
-    from threads_aws.local.infra import load_template
+    from threads_aws_dev.local.infra import load_template
 
     return load_template(REPO / "template.yaml")
 
@@ -152,9 +152,9 @@ def local_lambda(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The template's functions behind `threads-aws dev`'s Lambda Invoke API (local.lambda_invoke),
     the worker's ordinary boto3 client pointed at it, SANDBOX_EXEC_FUNCTION as the template
     resolves it (`${AWS::StackName}-sandbox-exec`)."""
-    from threads_aws.local.lambda_invoke import LocalLambda
-    from threads_aws.local.runtime import Handlers
-    from threads_aws.local.sam import function_names, parse_template
+    from threads_aws_dev.local.lambda_invoke import LocalLambda
+    from threads_aws_dev.local.runtime import Handlers
+    from threads_aws_dev.local.sam import function_names, parse_template
 
     tpl = parse_template(REPO / "template.yaml")
     names = function_names(tpl, {}, "us-east-1", stack="wsx")

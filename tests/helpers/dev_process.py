@@ -184,7 +184,7 @@ def dev_process(
     AWS account's), plus `env`; `args` appended to the command line. Stopped with SIGTERM (it
     must exit 0) unless the test killed it."""
     exe = Path(sys.executable).with_name("threads-aws")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws_dev"]
     full = {k: v for k, v in os.environ.items() if not k.startswith(drop_env)}
     full.update(env or {})
     log_path = tmp / "dev.log"

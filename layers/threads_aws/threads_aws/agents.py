@@ -26,9 +26,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .config.adapters import ADAPTER_VERSIONS, MODEL_PARAMS, PROVIDER_ADAPTERS, known_adapters
+from .config.retry_defaults import DEFAULTS as RETRY_DEFAULTS
 from .core.canonical import canonical_hash
-from .engine.models import ADAPTER_VERSIONS, MODEL_PARAMS, PROVIDER_ADAPTERS, known_adapters
-from .engine.retry_defaults import DEFAULTS as RETRY_DEFAULTS
 
 DEFAULT_FILE = Path(__file__).resolve().parent / "data" / "agents.json"
 
@@ -417,7 +417,7 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
         errs += _schedule_errors(where, spec.get("schedules", []))
         errs += _mcp_errors(where, spec.get("mcp_servers", {}))
         if "hooks" in spec:
-            from .engine.hooks import hook_errors
+            from .config.hook_rules import hook_errors
 
             errs += hook_errors(where, spec["hooks"])
         for i, fb in enumerate(spec.get("fallback_models", [])):

@@ -17,7 +17,7 @@ succeeded") → outcome unknown for a post, retryable for a read; any other ``ok
 rejected. Reads never have an effect, so they are never "unknown".
 
 The base URL is ``$SLACK_API_URL`` (default ``https://slack.com/api/``), so tests and the local
-host point it at ``threads_aws.fakes.slack``.
+host point it at ``threads_aws_dev.fakes.slack``.
 """
 
 from __future__ import annotations

@@ -26,15 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import LogError
-from .permissions import Decision, Rule
+from ..config.rules import Rule
+from .permissions import Decision
 
 if TYPE_CHECKING:
     from ..writer import Draft
 
 EXTENSION = "agent"  # hook_decision.extension: the agent's own hook list
-DECISIONS = ("allow", "ask", "deny", "guide", "annotate")
-NEEDS_TEXT = ("deny", "guide", "annotate")
 STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
 
 
@@ -44,31 +42,6 @@ class HookRule:
     rule: Rule
     decision: str
     text: str | None
-
-
-def hook_errors(where: str, hooks: Any) -> list[str]:
-    """The problems of an agent's `hooks` (validated with the agents file)."""
-    if not isinstance(hooks, dict) or set(hooks) - {"before_tool"}:
-        return [f"{where}: hooks is {{before_tool: [rules]}}"]
-    rules = hooks.get("before_tool", [])
-    if not isinstance(rules, list):
-        return [f"{where}: hooks.before_tool must be a list"]
-    errs = []
-    for i, r in enumerate(rules):
-        w = f"{where}: hooks.before_tool[{i}]"
-        if not isinstance(r, dict) or set(r) - {"match", "decision", "text"} or "match" not in r:
-            errs.append(f"{w}: is {{match, decision, text?}}")
-            continue
-        try:
-            Rule.parse(r["match"])
-        except LogError:
-            errs.append(f"{w}: match is not a permission rule: {r['match']!r}")
-        if r.get("decision") not in DECISIONS:
-            errs.append(f"{w}: decision must be one of {', '.join(DECISIONS)}")
-        text = r.get("text")
-        if r.get("decision") in NEEDS_TEXT and not (isinstance(text, str) and text.strip()):
-            errs.append(f"{w}: a {r.get('decision')} rule needs its text")
-    return errs
 
 
 def before_tool(agent: Any) -> list[HookRule]:

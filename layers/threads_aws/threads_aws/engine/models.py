@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..config.adapters import ADAPTER_VERSIONS, PROVIDER_ADAPTERS, note_adapter
 from ..core.canonical import canonical_bytes, sha256_hex
 
 PREVIEW_CHARS = 200
@@ -357,28 +358,10 @@ def _env_ms(name: str) -> int:
 
 _FACTORIES: dict[str, Callable[[], ModelAdapter]] = {"demo": DemoModel, "scripted": ScriptedModel}
 
-#: Provider adapters, imported on first use only (each pulls in its SDK: the API handlers never
-#: import one, the worker only the one a step needs). Adapter name -> module:class.
-PROVIDER_ADAPTERS: dict[str, str] = {
-    "anthropic": "threads_aws.engine.providers.anthropic:AnthropicAdapter",
-    "bedrock": "threads_aws.engine.providers.bedrock:BedrockAdapter",
-    "openai": "threads_aws.engine.providers.openai:OpenAIAdapter",
-}
-#: model_params keys the provider adapters map (each refuses the others before sending).
-MODEL_PARAMS = frozenset(
-    {"max_tokens", "temperature", "top_p", "stop_sequences", "tool_choice", "thinking", "reasoning_effort"}
-)
-#: Adapter versions each provider adapter implements (`adapter.version` in line 0).
-ADAPTER_VERSIONS: dict[str, frozenset[str]] = {name: frozenset({"1"}) for name in PROVIDER_ADAPTERS}
-
-
-def known_adapters() -> frozenset[str]:
-    return frozenset(_FACTORIES) | frozenset(PROVIDER_ADAPTERS)
-
-
 def register_adapter(name: str, factory: Callable[[], ModelAdapter]) -> None:
     """Register (or replace, in tests) an adapter factory by adapter name."""
     _FACTORIES[name] = factory
+    note_adapter(name)
 
 
 def _factory(name: str) -> Callable[[], ModelAdapter] | None:

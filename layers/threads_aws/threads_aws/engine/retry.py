@@ -39,10 +39,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..config.retry_defaults import DEFAULTS  # re-exported: policy.retry's defaults
 from ..core.canonical import sha256_hex
 from ..core.fold import Fold
 from . import fallback
-from .retry_defaults import DEFAULTS  # re-exported: policy.retry's defaults
 
 #: Abandon reasons that end the turn, with the turn_completed reason, when compaction did not
 #: take them (a reactive compaction of prompt_too_long comes first: `engine.compaction`).

@@ -31,9 +31,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...config.adapters import MODEL_PARAMS
 from ...core.canonical import sha256_hex
 from ...core.render import escape
-from ..models import MODEL_PARAMS, ArtifactAccess, ModelError
+from ..models import ArtifactAccess, ModelError
 
 CALL_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")

@@ -1,7 +1,0 @@
-"""`python -m threads_aws ...`: the `threads-aws` command line."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main())

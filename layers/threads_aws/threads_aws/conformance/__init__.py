@@ -1,5 +1,0 @@
-"""The conformance runner: `python -m threads_aws.conformance DIR`."""
-
-from .runner import CaseResult, run_case, run_dir
-
-__all__ = ["CaseResult", "run_case", "run_dir"]
