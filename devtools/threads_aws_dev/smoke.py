@@ -144,7 +144,7 @@ def run_check(ctx: Ctx, name: str, fn: Callable[[Ctx], str], ceiling: float) -> 
     worker.join(ceiling)
     took = time.monotonic() - started
     if worker.is_alive():
-        return Result(name, "FAIL", f"timed out after {ceiling:.0f} s {ctx.stage}", took)
+        return Result(name, "FAIL", f"timed out after {ceiling:g} s {ctx.stage}", took)
     exc = box.get("exc")
     if exc is None:
         return Result(name, "PASS", str(box.get("detail", "ok")), took)
