@@ -99,7 +99,7 @@ def test_a_refused_key_fails_with_the_way_out(runs: dict[str, tuple[int, str, st
     assert _pid_gone(out)
 
 
-def _ctx(url: str = "https://abc.execute-api.us-east-1.amazonaws.com/Prod") -> smoke.Ctx:
+def _ctx(url: str = "https://abc.execute-api.us-east-1.amazonaws.com/dev") -> smoke.Ctx:
     return smoke.Ctx(smoke.Target(url, "k"), client=None)
 
 
@@ -137,8 +137,8 @@ def test_unknown_webhook_urls_skip_with_where_to_find_them() -> None:
     import argparse
 
     args = argparse.Namespace(slack_url=None, whatsapp_url=None, stack=None, region=None, agent="demo")
-    target = smoke.target_of(args, "https://abc.execute-api.us-east-1.amazonaws.com/Prod/", "k")
-    assert target.url.endswith("/Prod") and target.slack_url is None
+    target = smoke.target_of(args, "https://abc.execute-api.us-east-1.amazonaws.com/dev/", "k")
+    assert target.url.endswith("/dev") and target.slack_url is None
     ctx = smoke.Ctx(target, client=None)
     res = smoke.run_check(ctx, "webhook-slack", smoke_checks.check_slack, ceiling=5)
     assert res.status == "SKIP"
@@ -146,3 +146,37 @@ def test_unknown_webhook_urls_skip_with_where_to_find_them() -> None:
     # Against a local dev the function URLs are on the gateway's own origin.
     local = smoke.target_of(args, "http://127.0.0.1:8787/", "k")
     assert local.whatsapp_url == "http://127.0.0.1:8787/channels/whatsapp/events"
+
+
+def test_stack_outputs_give_the_urls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--stack NAME`: HostApiUrl and the webhook URLs from the stack's outputs (CloudFormation
+    on moto); a stack that does not exist is a one-line usage error."""
+    import argparse
+    import json
+
+    import boto3
+    from moto import mock_aws
+    from threads_aws_dev.cli import CliError
+
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(var, "testing")
+    outputs = {
+        "HostApiUrl": "https://abc.execute-api.eu-west-1.amazonaws.com/dev",
+        "SlackWebhookUrl": "https://s.lambda-url.eu-west-1.on.aws/channels/slack/events",
+        "WhatsAppWebhookUrl": "https://w.lambda-url.eu-west-1.on.aws/channels/whatsapp/events",
+    }
+    template = {
+        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {k: {"Value": v} for k, v in outputs.items()},
+    }
+    args = argparse.Namespace(
+        slack_url=None, whatsapp_url=None, stack="threads-aws", region="eu-west-1", agent="demo"
+    )
+    with mock_aws():
+        cfn = boto3.client("cloudformation", region_name="eu-west-1")
+        cfn.create_stack(StackName="threads-aws", TemplateBody=json.dumps(template))
+        target = smoke.target_of(args, None, "k")
+        assert (target.url, target.slack_url, target.whatsapp_url) == tuple(outputs.values())
+        args.stack = "not-deployed"
+        with pytest.raises(CliError, match="smoke --stack not-deployed: .*does not exist"):
+            smoke.target_of(args, None, "k")

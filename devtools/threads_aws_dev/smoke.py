@@ -101,7 +101,8 @@ def explain(exc: BaseException, ctx: Ctx | None = None) -> str:
         return f"403 {exc.code}: {exc.message} (the key's principal may not do this)"
     if isinstance(exc, NotFoundError) and "no such route" in exc.message:
         return (
-            f"404 no such route under {url}: is --url the stack's HostApiUrl output, stage included (…/Prod)?"
+            f"404 no such route under {url}: is --url the stack's HostApiUrl output, stage "
+            "included (…/dev, the Stage parameter)?"
         )
     if isinstance(exc, ConnectionFailed):
         return f"cannot reach {url}: {exc.message}"
