@@ -279,7 +279,11 @@ def add_smoke_parser(top: Any) -> None:
     p.add_argument("--region", metavar="R", help="with --stack: the stack's region")
     p.add_argument("--slack-url", metavar="URL", help="the Slack webhook function URL (SlackWebhookUrl)")
     p.add_argument("--whatsapp-url", metavar="URL", help="the WhatsApp webhook URL (WhatsAppWebhookUrl)")
-    p.add_argument("--agent", default="demo", help="the agent to run (default: demo, the offline model)")
+    p.add_argument(
+        "--agent",
+        default="demo",
+        help="the agent to run: one on the demo model, whose commands the checks use (default: demo)",
+    )
     p.add_argument(
         "--ceiling", type=float, default=DEFAULT_CEILING_S, metavar="S", help="seconds a check may take (60)"
     )

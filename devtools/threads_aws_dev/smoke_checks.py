@@ -206,9 +206,7 @@ def check_timeline(ctx: Ctx) -> str:
     pages = _pages(ctx, f"/v1/threads/{thread}/timeline", {"limit": 4})
     seqs = [e["event"]["seq"] for page in pages for e in page.json()["entries"]]
     ctx.at("reading the whole timeline (GET …/timeline)")
-    whole = [
-        e["event"]["seq"] for e in ctx.client.http.get(f"/v1/threads/{thread}/timeline").json()["entries"]
-    ]
+    whole = [e["event"]["seq"] for e in ctx.client.timeline(thread)["entries"]]
     if len(pages) < 2:
         raise Failure(f"limit=4 over {len(whole)} entries answered one page (no Link rel=next)")
     if any(len(p.json()["entries"]) > 4 for p in pages):
