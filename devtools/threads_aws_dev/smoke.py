@@ -18,6 +18,7 @@ so the first minute after a deploy is diagnosable from this output alone.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import threading
@@ -131,7 +132,9 @@ def run_check(ctx: Ctx, name: str, fn: Callable[[Ctx], str], ceiling: float) -> 
     """Run one check under its ceiling, in a daemon thread: a check stuck on a read past the
     ceiling is reported (with its stage) and left behind; the process ends at the summary."""
     box: dict[str, Any] = {}
-    ctx.stage = "starting"
+    # Its own stage: a check left behind by its ceiling must not rename the next one's stage
+    # (the client and `kept` are shared on purpose).
+    ctx = dataclasses.replace(ctx, stage="starting")
 
     def body() -> None:
         try:
