@@ -253,6 +253,10 @@ def target_of(args: argparse.Namespace, url: str | None, key: str | None) -> Tar
 def cmd_smoke(args: argparse.Namespace) -> int:
     if not args.dev:
         return smoke(target_of(args, args.url, args.key), ceiling=args.ceiling)
+    if args.stack:
+        from .cli import CliError
+
+        raise CliError("smoke: --dev checks a local host; --stack names a deployed one")
     from .smoke_dev import ephemeral_dev
 
     with ephemeral_dev() as dev:
