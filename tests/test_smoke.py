@@ -190,3 +190,16 @@ def test_stack_outputs_give_the_urls(monkeypatch: pytest.MonkeyPatch) -> None:
         args.stack = "not-deployed"
         with pytest.raises(CliError, match="smoke --stack not-deployed: .*does not exist"):
             smoke.target_of(args, None, "k")
+
+
+def test_usage_errors_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from threads_aws_dev.cli import main
+
+    monkeypatch.delenv("THREADS_URL", raising=False)
+    monkeypatch.delenv("THREADS_TOKEN", raising=False)
+    assert main(["smoke"]) == 2
+    assert "give --url and --key" in capsys.readouterr().err
+    assert main(["smoke", "--dev", "--stack", "threads-aws"]) == 2  # starts nothing
+    assert "--dev checks a local host" in capsys.readouterr().err
