@@ -1,11 +1,11 @@
 """The ThreadsLayer as `sam build` makes it (layers/threads_aws/Makefile), checked from outside.
 
-The target layer (python3.13, arm64) can't load on this x86_64 host, so the same Makefile also
-builds it for the host's platform: every handler, and every module of the layer, is imported by
-a python3.13 that sees only that layer and the function's own directory (`-I -S`: no
-site-packages, no dev packages), and requests run through the layer's handlers against a moto
-server. The arm64 build is checked for what differs: every wheel's tags and every shared
-object's machine match the runtime."""
+The target layer (python3.13, arm64) is the session's `sam build` (helpers/artifact): its pins,
+bytecode, wheel tags and lazy imports are checked here; its shared objects, sizes and every
+handler's import in tests/test_sam_build_artifact.py. It can't load on this x86_64 host, so the
+same Makefile also builds it for the host's platform: every module of the layer is imported by
+a python3.13 that sees only that layer (`-I -S`: no site-packages, no dev packages), and
+requests run through the layer's handlers against a moto server."""
 
 from __future__ import annotations
 
@@ -19,19 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.artifact import sam_build
 from packaging.requirements import Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags, parse_tag
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
 LAYER_SRC = REPO / "layers" / "threads_aws"
-FUNCTIONS = sorted(p.parent for p in (REPO / "functions").glob("*/app.py"))
 RUNTIME = (3, 13)  # template.yaml Globals.Function.Runtime
-TARGET_PLATFORM = "manylinux2014_aarch64"
 HOST_PLATFORM = "manylinux2014_x86_64"
 # Lambda's python3.13 runs on Amazon Linux 2023 (glibc 2.34) on Graviton.
 TARGET_PLATFORMS = [f"manylinux_2_{m}_aarch64" for m in range(34, 16, -1)] + ["manylinux2014_aarch64"]
-EM_AARCH64 = 183
 
 
 def _python() -> str:
@@ -82,8 +80,10 @@ def host_layer(tmp_path_factory: pytest.TempPathFactory, python: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def target_layer(tmp_path_factory: pytest.TempPathFactory, python: str) -> Path:
-    return _build(tmp_path_factory.mktemp("layer-arm64"), TARGET_PLATFORM, python)
+def target_layer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The arm64 layer as `sam build` makes it (helpers/artifact: one build per session, shared
+    with tests/test_sam_build_artifact.py)."""
+    return sam_build(tmp_path_factory).code("ThreadsLayer") / "python"
 
 
 def _pins() -> dict[str, str]:
@@ -192,30 +192,21 @@ def test_target_layer_matches_runtime_and_architecture(target_layer: Path):
         if not any(t.platform == "any" for t in tags):
             compiled.append(wheel.parent.name)
     assert any(name.startswith("orjson-") for name in compiled)
-    objects = list(target_layer.rglob("*.so"))
-    assert objects
-    for so in objects:
-        head = so.read_bytes()[:20]
-        assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == EM_AARCH64, so
-        assert "cpython-313-aarch64-linux-gnu" in so.name or ".abi3." in so.name, so
+    # Each shared object's machine and tag: tests/test_sam_build_artifact.py (layer and functions).
 
 
 # ---------------------------------------------------------------- importing from the layer alone
 
 PROBE = r"""
 import importlib, json, os, pkgutil, sys, sysconfig
-layer, fn = sys.argv[1], sys.argv[2]
-sys.path[:0] = [p for p in (fn, layer) if p]
-sys.dont_write_bytecode = True  # /opt and /var/task are read-only on Lambda
-if fn:
-    import app
-    assert callable(app.handler)
-else:
-    import threads_aws
-    for m in pkgutil.walk_packages(threads_aws.__path__, "threads_aws."):
-        importlib.import_module(m.name)
+layer = sys.argv[1]
+sys.path[:0] = [layer]
+sys.dont_write_bytecode = True  # /opt is read-only on Lambda
+import threads_aws
+for m in pkgutil.walk_packages(threads_aws.__path__, "threads_aws."):
+    importlib.import_module(m.name)
 std = [os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")]
-roots = [os.path.realpath(p) for p in (fn, layer) if p]
+roots = [os.path.realpath(layer)]
 foreign = sorted(
     name for name, mod in list(sys.modules.items())
     if mod is not sys.modules["__main__"] and getattr(mod, "__file__", None)  # also its __mp_main__ alias
@@ -225,12 +216,12 @@ print(json.dumps({"foreign": foreign, "modules": len(sys.modules), "version": li
 """
 
 
-def _probe(python: str, layer: Path, fn: Path | None, tmp_path: Path) -> dict[str, Any]:
+def _probe(python: str, layer: Path, tmp_path: Path) -> dict[str, Any]:
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     env = {"PATH": os.environ.get("PATH", ""), "AWS_DEFAULT_REGION": "us-east-1", "LANG": "C.UTF-8"}
     out = subprocess.run(
-        [python, "-I", "-S", str(script), str(layer), str(fn or "")],
+        [python, "-I", "-S", str(script), str(layer)],
         capture_output=True,
         text=True,
         env=env,
@@ -240,15 +231,8 @@ def _probe(python: str, layer: Path, fn: Path | None, tmp_path: Path) -> dict[st
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("fn", FUNCTIONS, ids=[f.name for f in FUNCTIONS])
-def test_handler_imports_from_the_layer_alone(python: str, host_layer: Path, fn: Path, tmp_path: Path):
-    got = _probe(python, host_layer, fn, tmp_path)
-    assert got["version"] == list(RUNTIME)
-    assert got["foreign"] == []
-
-
 def test_every_layer_module_imports_from_the_layer_alone(python: str, host_layer: Path, tmp_path: Path):
-    got = _probe(python, host_layer, None, tmp_path)
+    got = _probe(python, host_layer, tmp_path)
     assert got["foreign"] == [] and got["modules"] > 100
 
 
