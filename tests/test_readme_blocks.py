@@ -12,7 +12,8 @@ The few lines that are not executed, and why (SUBSTITUTED):
 - the install lines (`python3 -m venv .venv && .venv/bin/pip install ...`): this venv is that
   install; tests/test_dev_pins.py checks it carries the layer's pins;
 - `threads-aws dev --dev-tokens` (in the foreground, or `> dev.log 2>&1 &`): the module's server
-  is that command, started once, its output in `dev.log` of the scratch directory, as the tour has;
+  is that command, started once, its output in `dev.log` of the scratch directory, as the tour has
+  (with THREADS_DEMO_DELTA_MS=0: the demo model's answer at once, not a word per 30 ms);
 - `python3 -m webbrowser URL`: runs with BROWSER=true (nothing opens); the test fetches the URL.
 Blocks are run with the venv's `bin` first on PATH (what the tour's `export PATH=...` sets).
 
@@ -57,19 +58,19 @@ RUN = (
 )
 NOT_RUN = {
     "Local state": "no command block",
-    "Limits": "the paging loop needs a thread longer than a page (tests/test_timeline_paging*.py)",
+    "Limits": "the paging loop needs a thread longer than a page (tests/test_host_paging.py)",
     "Channels": "a channels file (JSON, not a command) and a Slack app behind a public tunnel",
     "A Slack app": "needs a Slack workspace and a public tunnel",
     "Use a real model": "needs a provider's paid API key",
     "Deploy": "needs an AWS account (its build commands: the deploy work's own test)",
     "sam local": "needs Docker",
-    "Conformance": "needs ../shared/conformance/cases (tests/test_conformance*.py run them)",
+    "Conformance": "needs ../shared/conformance/cases (tests/test_conformance.py runs them)",
     "Benchmarks": "benchmarks print figures, minutes each; not tests",
     "Smoke test": "its own test runs `threads-aws smoke` against dev",
 }
 # Not executed inside a block that runs (a command's substring → why).
 SKIP_COMMANDS = {
-    "for i in $(seq 16)": "16 runs (~80 s here): compaction is covered by tests/test_compaction*.py",
+    "for i in $(seq 16)": "16 runs (~80 s here): compaction is covered by tests/test_compaction.py",
 }
 # A command's expected exit code where it is not 0 (section prefix, command substring → code).
 # Without a terminal (as here) `run` does not ask: a run that would ask is parked, exit 11.
@@ -196,7 +197,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     dev = subprocess.Popen(
         [str(work / ".venv" / "bin" / "threads-aws"), "dev", "--dev-tokens"],  # .venv/bin/threads-aws
         cwd=work,
-        env=clean_env(work),
+        env={**clean_env(work), "THREADS_DEMO_DELTA_MS": "0"},  # the demo's words at once: a faster test
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
