@@ -279,6 +279,22 @@ def test_every_section_with_blocks_is_run_or_listed():
     assert "threads-aws" in found  # the first lines
 
 
+def test_the_install_lines_it_does_not_run_use_the_layers_pins():
+    """The substituted install lines (README's own, in the sections run here) and .ci/run's install
+    of this venv all pass the layer's constraints (tests/test_dev_pins.py checks the result)."""
+    lines = [
+        c.strip()
+        for b in owned_blocks()
+        for c in commands(b.text)
+        if INSTALL.match(c.strip()) and ".venv/sam" not in c
+    ]
+    assert len(lines) >= 3, lines
+    for line in lines:
+        assert ".venv/bin/pip install -c layers/threads_aws/constraints.txt -e clients/python -e '.[" in line
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "pip install --quiet -c layers/threads_aws/constraints.txt -e clients/python -e '.[dev]'" in ci
+
+
 @pytest.mark.parametrize("section", [p or "threads-aws" for p in RUN])
 def test_the_readme_blocks_of(section: str, workdir: Path) -> None:
     mine = [b for b in owned_blocks() if b.section.startswith(section) or b.section == section]
