@@ -1,6 +1,7 @@
 """The dev install runs on the versions the layer ships: layers/threads_aws/constraints.txt is
-requirements.txt's pins without hashes (pip's `-c` takes none), kept fresh by `make -C
-layers/threads_aws constraints` (`lock` runs it), and this venv has exactly those versions.
+requirements.txt's pins as plain `name==version` lines (the hashes stay the layer build's), kept
+fresh by `make -C layers/threads_aws constraints` (`lock` runs it), and this venv has exactly
+those versions.
 
 A venv installed without `-c layers/threads_aws/constraints.txt` (or with a tool that pins its own
 boto3/click/pydantic, as the SAM CLI does: it gets a venv of its own) fails the second test."""
