@@ -615,3 +615,20 @@ def test_store_import_child_export(tmp_path: Path, capsys: pytest.CaptureFixture
     parent_branch = json.loads(_lines(parent_log)[0])["branch_id"]
     assert main(["log", "export", "--branch", parent_branch, "-o", str(out)]) == 0
     assert out.read_bytes() == parent_log.read_bytes()  # the parent is unchanged
+
+
+def test_a_missing_optional_dependency_is_a_one_line_hint_not_a_traceback():
+    """`threads-aws run` in a venv without rich (the `local` extra): one line saying what to
+    install, exit 2; a missing module of our own stays an internal error."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['rich'] = None\n"  # as if rich were not installed
+        "from threads_aws_dev.cli import main\n"
+        "sys.exit(main(['run', '--url', 'http://127.0.0.1:9', 'hello']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert "'rich'" in out.stderr and "pip install" in out.stderr and "'.[local]'" in out.stderr

@@ -11,6 +11,7 @@ import json
 import re
 import shutil
 import subprocess
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -126,3 +127,25 @@ def test_chromium_renders_the_operations(tmp_path: Path):
     shot = tmp_path / "docs.png"
     subprocess.run([str(CHROMIUM), *flags, f"--screenshot={shot}", url], capture_output=True, timeout=180)
     assert shot.exists() and shot.stat().st_size > 10_000
+
+
+def test_a_trailing_slash_redirects_to_the_page_whose_relative_urls_resolve():
+    """`/docs/` and `/console/` would resolve the pages' relative asset URLs one level down (404):
+    the handler answers 301 to the page, relative (so behind a stage prefix too), locally and
+    by the functions."""
+    app = REPO / "functions" / "console" / "app.py"
+    console_spec = importlib.util.spec_from_file_location("fn_console_test", app)
+    assert console_spec is not None and console_spec.loader is not None
+    console_mod = importlib.util.module_from_spec(console_spec)
+    console_spec.loader.exec_module(console_mod)
+    for page, fn in (("docs", handler()), ("console", console_mod.handler)):
+        out = fn({"path": f"/{page}/", "pathParameters": None}, None)
+        assert out["statusCode"] == 301 and out["headers"]["Location"] == f"../{page}", page
+        assert urllib.parse.urljoin(f"https://h/prod/{page}/", out["headers"]["Location"]) == f"https://h/prod/{page}"
+        assert fn({"path": f"/{page}", "pathParameters": None}, None)["statusCode"] == 200
+    base = people_dev().url
+    for page, asset in (("docs", "init.js"), ("console", "console.js")):
+        with urllib.request.urlopen(f"{base}/{page}/", timeout=60) as r:  # follows the redirect
+            assert r.status == 200 and r.url == f"{base}/{page}"
+            assert f'src="{page}/{asset}"'.encode() in r.read()
+        assert fetch(urllib.parse.urljoin(r.url, f"{page}/{asset}"))[0] == 200

@@ -491,19 +491,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_LOG
     except KeyboardInterrupt:
         return 130
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if not top or top in ("threads_aws", "threads_aws_dev"):  # our own module: a bug, below
+            return _internal(exc)
+        print(f"{PROG}: {missing_dependency_hint(top)}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as exc:
-        from threads_aws.core.errors import LogError
+        return _internal(exc)
 
-        if isinstance(exc, LogError):
-            print(_log_error_line(exc), file=sys.stderr)
-            return EXIT_LOG
-        if isinstance(exc, OSError):
-            print(f"{PROG}: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        if os.environ.get("THREADS_AWS_DEBUG") == "1":
-            raise
-        print(f"{PROG}: internal error: {exc.__class__.__name__}: {exc}", file=sys.stderr)
-        return EXIT_INTERNAL
+
+# An optional dependency a command imports when it runs → what installs it.
+_INSTALLS = {"threads_aws_client": "-e clients/python", "httpx": "-e clients/python"}
+_INSTALL_LOCAL = "-c layers/threads_aws/constraints.txt -e clients/python -e '.[local]'"
+
+
+def missing_dependency_hint(module: str) -> str:
+    what = _INSTALLS.get(module, _INSTALL_LOCAL)
+    return f"this command needs the package {module!r}, which is not installed: pip install {what}"
+
+
+def _internal(exc: Exception) -> int:
+    from threads_aws.core.errors import LogError
+
+    if isinstance(exc, LogError):
+        print(_log_error_line(exc), file=sys.stderr)
+        return EXIT_LOG
+    if isinstance(exc, OSError):
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if os.environ.get("THREADS_AWS_DEBUG") == "1":
+        raise exc
+    print(f"{PROG}: internal error: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -186,6 +186,12 @@ class Follower:
                     # rather than ask again about what is being cancelled.
                     time.sleep(0.25)
                     continue
+                if outcome["status"] == "parked" and self._child_goes_on(outcome):
+                    # Parked on a child that is no longer parked (its approval was granted, by
+                    # this prompt or another command): the parent resumes once the child ends,
+                    # so the park the stream answered is stale. Follow on, don't report it.
+                    time.sleep(0.25)
+                    continue
                 if outcome["status"] == "parked" and self.interactive:
                     if prompts.settle(self.client, self.console, view, outcome):
                         continue
@@ -221,6 +227,10 @@ class Follower:
         self.cursor = stream.cursor
         assert stream.result is not None
         return dict(stream.result)
+
+    def _child_goes_on(self, outcome: dict[str, Any]) -> bool:
+        children = [p["id"] for p in outcome.get("pending") or [] if p.get("kind") == "child"]
+        return any(prompts.working(self.client, child) for child in children)
 
     def _cancel_pending(self) -> bool:
         return self.cancel_deadline is not None and time.monotonic() < self.cancel_deadline

@@ -3,8 +3,10 @@ bundle) and `GET /console` (the web console, plain JS): one page plus the assets
 ships in `static/`, each read once per container.
 
 Public (no authorizer): the pages hold no data. URLs in them are relative, so they work at the
-local gateway's root and behind a stage prefix. Standard library only: the handlers' cold start
-is the interpreter's (~20 ms), no SDK on this path.
+local gateway's root and behind a stage prefix; for that the page must be read at `/docs` or
+`/console` exactly: `/docs/` (a trailing slash) would resolve them one level down (404 assets),
+so it answers a redirect to the page (a relative Location, stage-agnostic). Standard library
+only: the handlers' cold start is the interpreter's (~20 ms), no SDK on this path.
 """
 
 from __future__ import annotations
@@ -62,6 +64,15 @@ def asset_name(event: dict[str, Any]) -> str | None:
     return (event.get("pathParameters") or {}).get("asset")
 
 
+def to_page(event: dict[str, Any], page: str) -> dict[str, Any] | None:
+    """`/<page>/` → 301 to `../<page>` (what `/<page>/` resolves it against is the stage's root)."""
+    if not str(event.get("path") or "").endswith("/"):
+        return None
+    out = response(301, "", "text/plain; charset=utf-8")
+    out["headers"]["Location"] = f"../{page}"
+    return out
+
+
 # ------------------------------------------------------------------ /docs
 @cache
 def docs_manifest(static: Path) -> dict[str, Any]:
@@ -95,7 +106,7 @@ def docs_page(static: Path) -> str:
 def docs(event: dict[str, Any], static: Path) -> dict[str, Any]:
     name = asset_name(event)
     if name is None:
-        return response(200, docs_page(static), HTML, csp=DOCS_CSP)
+        return to_page(event, "docs") or response(200, docs_page(static), HTML, csp=DOCS_CSP)
     if name == "init.js":
         return response(200, read(static, name), TYPES[".js"])
     if name not in docs_manifest(static)["files"]:
@@ -133,7 +144,7 @@ CONSOLE_PAGE = """<!doctype html>
 def console(event: dict[str, Any], static: Path) -> dict[str, Any]:
     name = asset_name(event)
     if name is None:
-        return response(200, CONSOLE_PAGE, HTML, csp=CONSOLE_CSP)
+        return to_page(event, "console") or response(200, CONSOLE_PAGE, HTML, csp=CONSOLE_CSP)
     if name not in CONSOLE_ASSETS:
         return not_found(name)
     return response(200, read(static, name), TYPES[Path(name).suffix])
