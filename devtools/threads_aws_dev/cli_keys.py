@@ -5,8 +5,8 @@
     threads-aws keys revoke TOKEN_OR_KEY_ID
 
 Which table: `--table NAME`, else $STATE_TABLE, else `--stack NAME` (the deployed stack's
-`StateTableName` output). Which region: `--region`, else boto3's (AWS_REGION,
-AWS_DEFAULT_REGION, the profile's config), else the one `sam deploy --guided` saved in
+`StateTableName` output). Which region: `--region`, else AWS_REGION, else boto3's
+(AWS_DEFAULT_REGION, the profile's config), else the one `sam deploy --guided` saved in
 ./samconfig.toml; none of these is a one-line error, never a traceback.
 """
 
@@ -40,6 +40,8 @@ def _session(region: str | None) -> Any:
 
     from .cli import CliError
 
+    # AWS_REGION as the AWS CLI v2 and Lambda read it (boto3 itself reads AWS_DEFAULT_REGION)
+    region = region or os.environ.get("AWS_REGION")
     session = boto3.session.Session(region_name=region) if region else boto3.session.Session()
     if session.region_name:
         return session
