@@ -87,7 +87,9 @@ class Handler(FakeHandler):
         else:
             return self.send_json(404, {"message": f"no route {path}"})
         with st.lock:
-            st.requests.append({"body": body, "path": path, "provider": provider})
+            # the signature too: which credentials signed a Bedrock request (dev --real-bedrock)
+            auth = self.headers.get("Authorization", "")
+            st.requests.append({"body": body, "path": path, "provider": provider, "authorization": auth})
         failure = st.take_failure(provider)
         if failure is not None and failure.mode != "drop":
             return self._fail(provider, failure)

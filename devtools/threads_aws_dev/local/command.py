@@ -36,6 +36,12 @@ def add_dev_parser(top: argparse._SubParsersAction) -> None:  # type: ignore[typ
         action="store_true",
         help="accept bearer dev:<issuer>:<tenant>:<subject> (THREADS_DEV_TOKENS=1); local only",
     )
+    p.add_argument(
+        "--real-bedrock",
+        action="store_true",
+        help="Bedrock Runtime on your AWS credentials (AWS_PROFILE, ...; the endpoint "
+        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME or AWS's own); everything else stays on moto",
+    )
     p.add_argument("--template", metavar="PATH", help=argparse.SUPPRESS)
     p.add_argument(
         "--preload",
@@ -92,6 +98,13 @@ def cmd_dev(args: argparse.Namespace) -> int:
                 preload=list(args.preload),
                 state_dir=Path(state_dir) if state_dir else None,
             )
-        return run(args.port, args.dev_tokens, args.template, preload=args.preload, state_dir=state_dir)
+        return run(
+            args.port,
+            args.dev_tokens,
+            args.template,
+            preload=args.preload,
+            state_dir=state_dir,
+            real_bedrock=args.real_bedrock,
+        )
     except DevError as exc:
         raise CliError(str(exc)) from None

@@ -64,6 +64,7 @@ class DevServer:
     moto_port: int = 0
     serve_api: bool = True
     state_dir: Path | None = None  # None: memory only (--ephemeral)
+    real_bedrock: bool = False  # --real-bedrock: Bedrock Runtime alone on the ordinary credential chain
 
     moto: Any = None
     moto_url: str = ""
@@ -105,8 +106,6 @@ class DevServer:
         self.warnings += self.template.skipped
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request lines (pollers!)
-        self.moto = ThreadedMotoServer(ip_address=self.moto_host, port=self.moto_port, verbose=False)
-        self.moto.start()
         self._start_moto(ThreadedMotoServer)
         host, port = self.moto.get_host_and_port()
         self.moto_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
@@ -117,6 +116,7 @@ class DevServer:
             "AWS_DEFAULT_REGION": REGION,
             "AWS_REGION": REGION,
         }
+        real_chain = self._real_chain() if self.real_bedrock else None  # before the dummy keys
         self._set_env(aws_env, unset=("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"))
         session = boto3.Session(region_name=REGION)
         self.resources = create_resources(template_path, session, prefix=self.prefix)
@@ -131,6 +131,7 @@ class DevServer:
         if "THREADS_DEMO_DELTA_MS" not in os.environ:  # the demo model's words arrive one by one
             env["THREADS_DEMO_DELTA_MS"] = "30"
         env.update(self.extra_env)
+        env.update(self._bedrock(real_chain))
         self.env = {**aws_env, **env}
         self._set_env(env, unset=() if self.dev_tokens else ("THREADS_DEV_TOKENS",))
 
@@ -163,6 +164,46 @@ class DevServer:
             from threads_aws.schedules.ticker import start as start_ticker
 
             self._ticker = start_ticker(services.current())[1]
+
+    def _real_chain(self) -> Any:
+        """A boto3 Session on the credentials this shell gives boto3 (AWS_PROFILE, the keys,
+        SSO, ...), resolved now, before dev replaces them with moto's dummy keys."""
+        import boto3
+        import botocore.session
+
+        profile = os.environ.get("AWS_PROFILE")
+        core = botocore.session.Session()
+        try:
+            creds = core.get_credentials()
+        except Exception as exc:  # noqa: BLE001 - a broken profile: say so, don't crash
+            raise DevError(f"--real-bedrock: AWS credentials unusable: {exc}") from None
+        if creds is None:
+            raise DevError(
+                "--real-bedrock: no AWS credentials (set AWS_PROFILE, run `aws configure`, "
+                "or export AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
+            )
+        if profile:  # keeps its config (region, ...) once dev unsets AWS_PROFILE
+            core.set_config_variable("profile", profile)
+        core.set_config_variable("region", core.get_config_variable("region") or REGION)
+        return boto3.Session(botocore_session=core)
+
+    def _bedrock(self, real_chain: Any) -> dict[str, str]:
+        """Bedrock Runtime: the real chain (--real-bedrock), else the endpoint the environment
+        names (a fake), else none: moto has no Converse (a 500 the worker would retry), so every
+        Bedrock request then fails before it is sent, saying what to set."""
+        from threads_aws.engine.providers import bedrock
+
+        if real_chain is not None:
+            bedrock.use_session(real_chain)
+            return {}
+        if os.environ.get(bedrock.ENDPOINT_VAR):
+            return {}
+        return {
+            bedrock.UNAVAILABLE_VAR: "threads-aws dev has no Bedrock (moto does not implement "
+            f"Converse): start dev with --real-bedrock (your AWS credentials, for Bedrock Runtime "
+            f"only) or set {bedrock.ENDPOINT_VAR} (e.g. the local fake: "
+            "python -m threads_aws_dev.fakes.models)"
+        }
 
     def _start_lambda_api(self) -> None:
         """The Lambda Invoke API over the template's functions (tools as Lambda functions):
@@ -221,6 +262,10 @@ class DevServer:
         self.warnings += self.restored.warnings
 
     def stop(self) -> None:
+        if self.real_bedrock:
+            from threads_aws.engine.providers import bedrock
+
+            bedrock.use_session(None)
         if self._ticker is not None:
             self._ticker.set()
             self._ticker = None
@@ -330,6 +375,7 @@ def run(
     out: TextIO | None = None,
     preload: list[str] | None = None,
     state_dir: str | None = None,
+    real_bedrock: bool = False,
 ) -> int:
     """The command: start, print the banner, serve until Ctrl-C or SIGTERM, stop; exit 0.
     `state_dir` None keeps memory only."""
@@ -349,6 +395,7 @@ def run(
         template_path=Path(template) if template else None,
         preload=list(preload or []),
         state_dir=Path(state_dir) if state_dir else None,
+        real_bedrock=real_bedrock,
     )
     try:
         try:

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import observability
 from ..agents import Agent
+from ..config.provider_access import unreachable
 from ..core.budgets import unenforceable
 from ..core.canonical import canonical_hash, new_uuid7
 from ..core.errors import LogError
@@ -43,6 +44,9 @@ class Runs(HostBase):
         agent = self.agents.get(body["agent"])
         if agent is None:
             raise not_found(f"agent {body['agent']} not found")
+        if (needs := unreachable(agent.models())) is not None:
+            # before anything is written: a run that could only end model_unavailable
+            raise invalid(f"agent {agent.name} cannot reach a model here: {needs}")
         user_input = _user_input(body)
         continuing = "thread_id" in body or "branch_id" in body
         for _ in range(RETRIES):

@@ -6,6 +6,10 @@ One `complete` = one HTTP request: botocore retries off (`total_max_attempts: 1`
 300 s (`adapter.settings.timeout_s`; botocore's 60 s default is too short for long answers).
 `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` points it elsewhere (botocore reads it); region from
 `adapter.settings.region`, else the environment. Streams by default (`settings.stream`).
+`use_session` (`threads-aws dev --real-bedrock`) signs these requests alone with another
+credential chain than the rest of the process's boto3 (which dev points at moto).
+`$THREADS_BEDROCK_UNAVAILABLE` (set by dev when it has no Bedrock to offer) fails every request
+before it is sent, with that text: a moto server answers Converse with a 500 that would be retried.
 
 Request: `system` text then a `cachePoint` (the declared prefix: Bedrock caches tools → system,
 so a checkpoint after system covers all of line 0; with no system it goes after the tools);
@@ -69,27 +73,61 @@ ERRORS = {
 }
 _TOO_LONG = re.compile(r"too long|too many (input )?tokens|context (length|window)", re.I)
 
+UNAVAILABLE_VAR = "THREADS_BEDROCK_UNAVAILABLE"
+ENDPOINT_VAR = "AWS_ENDPOINT_URL_BEDROCK_RUNTIME"
+
 _clients: dict[tuple[str | None, float], Any] = {}
 _lock = threading.Lock()
+_session: Any = None  # a boto3 Session of its own for bedrock-runtime (use_session)
 
 
-def _client(region: str | None, timeout_s: float) -> Any:
+def use_session(session: Any) -> None:
+    """Sign every later Bedrock Runtime request with `session` (its credentials and, unless the
+    agent's settings name one, its region), at $AWS_ENDPOINT_URL_BEDROCK_RUNTIME if set, else
+    AWS's own endpoint: the process-wide AWS_ENDPOINT_URL is ignored (under `threads-aws dev` it
+    is moto). Only this client changes. `None` goes back to the environment's chain."""
+    global _session
     with _lock:
-        c = _clients.get((region, timeout_s))
+        _session = session
+        _clients.clear()
+
+
+def _client(settings_region: str | None, timeout_s: float) -> Any:
+    with _lock:
+        c = _clients.get((settings_region, timeout_s))
         if c is None:
             import boto3
             from botocore.config import Config
 
-            cfg = Config(
-                # total_max_attempts counts the first call (botocore's max_attempts counts
-                # retries only: max_attempts=1 would still retry once).
-                retries={"mode": "standard", "total_max_attempts": 1},
-                connect_timeout=10,
-                read_timeout=timeout_s,
-            )
-            c = boto3.session.Session().client("bedrock-runtime", region_name=region, config=cfg)
-            _clients[(region, timeout_s)] = c
+            # total_max_attempts counts the first call (botocore's max_attempts counts retries
+            # only: max_attempts=1 would still retry once). The stubs lack the endpoint option.
+            options: dict[str, Any] = {
+                "retries": {"mode": "standard", "total_max_attempts": 1},
+                "connect_timeout": 10,
+                "read_timeout": timeout_s,
+                "ignore_configured_endpoint_urls": _session is not None,
+            }
+            cfg = Config(**options)
+            if _session is not None:
+                c = _session.client(
+                    "bedrock-runtime",
+                    region_name=settings_region or _session.region_name,
+                    endpoint_url=os.environ.get(ENDPOINT_VAR) or None,
+                    config=cfg,
+                )
+            else:
+                region = settings_region or os.environ.get("AWS_REGION") or None
+                c = boto3.session.Session().client("bedrock-runtime", region_name=region, config=cfg)
+            _clients[(settings_region, timeout_s)] = c
         return c
+
+
+def unavailable() -> ModelError | None:
+    """The configuration error every request fails with, before anything is sent, if any."""
+    note = os.environ.get(UNAVAILABLE_VAR, "")
+    if not note or _session is not None or os.environ.get(ENDPOINT_VAR):
+        return None
+    return ModelError("provider_error", outcome="not_sent", retryable=False, message=note)
 
 
 class BedrockAdapter:
@@ -120,9 +158,10 @@ class BedrockAdapter:
         assert self._prepared is not None
         _, conv, blobs, kwargs, cached = self._prepared
         self._prepared = None
+        if self.client is None and (missing := unavailable()) is not None:
+            raise missing
         client = self.client or _client(
-            conv.settings.get("region") or os.environ.get("AWS_REGION") or None,
-            float(conv.settings.get("timeout_s", 300)),
+            conv.settings.get("region"), float(conv.settings.get("timeout_s", 300))
         )
         try:
             if conv.settings.get("stream", True) is False:
