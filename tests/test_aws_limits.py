@@ -278,3 +278,29 @@ def test_warn_mode_records_without_raising(aws: Any, monkeypatch: pytest.MonkeyP
     with L.expect_refusals() as got:
         aws.s3.put_object(Bucket=aws.resources.bucket, Key="k" * 1025, Body=b"")
     assert got and got[0]["code"] == "KeyTooLongError"
+
+
+def test_a_subprocess_reports_to_the_log(tmp_path: Any) -> None:
+    """What a `threads-aws dev` subprocess does with THREADS_AWS_LIMITS=strict (dev calls
+    install_from_env at start): the request fails there, and the refusal lands in the log the
+    suite reads after each test (a log of its own here, so this test doesn't fail itself)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from threads_aws_dev.local.aws_limits import install_from_env\n"
+        "assert install_from_env()\n"
+        "import boto3\n"
+        "s3 = boto3.client('s3', region_name='us-east-1', endpoint_url='http://127.0.0.1:9',\n"
+        "                  aws_access_key_id='t', aws_secret_access_key='t')\n"
+        "s3.put_object(Bucket='b', Key='k' * 1025, Body=b'')\n"
+    )
+    log = tmp_path / "limits.jsonl"
+    env = {**os.environ, L.ENV_MODE: "strict", L.ENV_LOG: str(log)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "AwsLimitExceeded" in done.stderr
+    (record,) = [json.loads(x) for x in log.read_text().splitlines()]
+    assert (record["service"], record["operation"], record["code"]) == ("s3", "PutObject", "KeyTooLongError")
+    assert record["pid"] != str(os.getpid())
