@@ -22,7 +22,9 @@ Limits (and who enforces them; moto 5.2.x, checked in its source):
   a number 1 byte per two significant digits + 1; a list or map 3 bytes + 1 per element; null
   and boolean 1 byte)
     TransactWriteItems <= 100 actions        moto checks (> 100)
-    TransactWriteItems <= 4 MB aggregate     hook only
+    TransactWriteItems <= 4 MB aggregate     hook only (Puts by item size; an Update, Delete or
+                                             ConditionCheck by its key + values: the stored
+                                             item's size is not known client-side)
     TransactGetItems <= 100 actions          moto refuses > 25 (stricter than AWS), hook: 100
     item <= 400 KB (409,600 bytes)           moto: ~405,000 by its own count (numbers as
                                              digits, no list/map overhead), also on updates;
