@@ -31,10 +31,16 @@ REGION = "us-east-1"
 
 # Before any botocore session exists (sessions made earlier would not run the check).
 os.environ[aws_limits.ENV_MODE] = "strict"
+_OWN_LIMITS_LOG = aws_limits.ENV_LOG not in os.environ
 os.environ.setdefault(
     aws_limits.ENV_LOG, str(Path(tempfile.gettempdir()) / f"threads-aws-limits-{os.getpid()}.jsonl")
 )
 aws_limits.install()
+
+
+def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
+    if _OWN_LIMITS_LOG:
+        Path(os.environ[aws_limits.ENV_LOG]).unlink(missing_ok=True)
 
 
 class FakeClock:
