@@ -1,10 +1,18 @@
 """Shared fixtures: AWS on moto, with the tables/bucket/queues created from template.yaml by
 threads_aws_dev.local.infra (so tests can't drift from the template), plus a hash-chained line
-builder for store-level tests."""
+builder for store-level tests.
+
+Every test runs under `threads_aws_dev.local.aws_limits`: any request AWS would refuse (a limit
+moto doesn't check) raises in this process, and `threads-aws dev` subprocesses inherit
+THREADS_AWS_LIMITS=strict and log theirs to THREADS_AWS_LIMITS_LOG; either fails the test
+(`_aws_limits`) unless it is inside `aws_limits.expect_refusals()`."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,12 +21,26 @@ import pytest
 from helpers.local_gateway import fixture_template  # noqa: F401 - a fixture, registered by name
 from threads_aws.core.canonical import canonical_bytes, new_uuid7
 from threads_aws.core.lines import StoredLine, header_line
+from threads_aws_dev.local import aws_limits
 from threads_aws_dev.local.moto_patch import serialize_dynamodb
 from threads_aws_dev.local.moto_patch import speed_up_moto_transactions as _speed_up_moto_transactions
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "template.yaml"
 REGION = "us-east-1"
+
+# Before any botocore session exists (sessions made earlier would not run the check).
+os.environ[aws_limits.ENV_MODE] = "strict"
+_OWN_LIMITS_LOG = aws_limits.ENV_LOG not in os.environ
+os.environ.setdefault(
+    aws_limits.ENV_LOG, str(Path(tempfile.gettempdir()) / f"threads-aws-limits-{os.getpid()}.jsonl")
+)
+aws_limits.install()
+
+
+def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
+    if _OWN_LIMITS_LOG:
+        Path(os.environ[aws_limits.ENV_LOG]).unlink(missing_ok=True)
 
 
 class FakeClock:
@@ -77,6 +99,35 @@ def contract() -> Any:
     if not shared.PRESENT:
         pytest.skip(shared.MISSING)
     return shared
+
+
+def _limit_log_size() -> int:
+    try:
+        return os.path.getsize(os.environ[aws_limits.ENV_LOG])
+    except OSError:
+        return 0
+
+
+def _subprocess_refusals(start: int) -> list[dict[str, str]]:
+    try:
+        with open(os.environ[aws_limits.ENV_LOG], encoding="utf-8") as f:
+            f.seek(start)
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    mine = str(os.getpid())
+    return [r for r in map(json.loads, filter(None, lines)) if r.get("pid") != mine]
+
+
+@pytest.fixture(autouse=True)
+def _aws_limits():
+    """Fails the test if it (or a dev subprocess it ran) sent a request AWS would refuse."""
+    seen, logged = len(aws_limits.violations), _limit_log_size()
+    yield
+    refused = aws_limits.violations[seen:] + _subprocess_refusals(logged)
+    if refused:
+        lines = "\n".join(f"  {r['service']}.{r['operation']}: {r['message']} ({r['code']})" for r in refused)
+        pytest.fail(f"requests AWS would refuse (moto accepted them):\n{lines}", pytrace=False)
 
 
 @pytest.fixture(autouse=True)

@@ -411,25 +411,26 @@ def test_everything_readable_comes_back_equal(boot: Any, tmp_path: Path) -> None
     b = boot(tmp_path)
     state, events = b.resources.state_table, b.resources.events_table
     nested = {"M": {"blob": {"B": b"\x00\xffbinary"}, "list": {"L": [{"B": b"x"}, {"N": "1.50"}]}}}
-    b.ddb.batch_write_item(
-        RequestItems={
-            state: [
-                {
-                    "PutRequest": {
-                        "Item": {
-                            "pk": {"S": f"b{i}"},
-                            "sk": {"S": "x"},
-                            "gsi1pk": {"S": "tenant#t"},
-                            "gsi1sk": {"S": f"{i:03}"},
-                            "bin": {"B": bytes([i])},
-                            "doc": nested,
+    for part in (range(0, 15), range(15, 30)):  # BatchWriteItem takes at most 25 requests
+        b.ddb.batch_write_item(
+            RequestItems={
+                state: [
+                    {
+                        "PutRequest": {
+                            "Item": {
+                                "pk": {"S": f"b{i}"},
+                                "sk": {"S": "x"},
+                                "gsi1pk": {"S": "tenant#t"},
+                                "gsi1sk": {"S": f"{i:03}"},
+                                "bin": {"B": bytes([i])},
+                                "doc": nested,
+                            }
                         }
-                    }
-                }  # fmt: skip
-                for i in range(30)
-            ]
-        }
-    )
+                    }  # fmt: skip
+                    for i in part
+                ]
+            }
+        )
     b.ddb.batch_write_item(
         RequestItems={state: [{"DeleteRequest": {"Key": {"pk": {"S": "b3"}, "sk": {"S": "x"}}}}]}
     )

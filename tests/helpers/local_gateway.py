@@ -101,6 +101,9 @@ Resources:
         Big:
           Type: Api
           Properties: {RestApiId: !Ref Api, Path: /big, Method: GET}
+        Slow:
+          Type: Api
+          Properties: {RestApiId: !Ref Api, Path: /slow, Method: GET}
   WorkerFunction:
     Type: AWS::Serverless::Function
     Properties:
@@ -157,10 +160,15 @@ def handler(event, context):
 
 OTHER = """\
 import base64
+import threading
 
 CALLS = []
+RELEASE = threading.Event()
 
 def handler(event, context):
+    if event["resource"] == "/slow":  # answers once the test releases it
+        RELEASE.wait(30)
+        return {"statusCode": 200, "body": "late"}
     if event["resource"] == "/boom":
         raise RuntimeError("boom")
     if event["resource"] == "/big":

@@ -96,9 +96,13 @@ class DevServer:
             raise DevError(
                 f"`threads-aws dev` needs the dev extras ({exc.name} is missing): pip install -e '.[dev]'"
             ) from None
+        from .aws_limits import install_from_env
         from .infra import create_resources, default_template_path
         from .moto_patch import serialize_dynamodb, speed_up_moto_transactions
 
+        # THREADS_AWS_LIMITS=strict (the test suite sets it): a request AWS would refuse fails
+        # here too, logged, before any client exists.
+        install_from_env()
         speed_up_moto_transactions()
         serialize_dynamodb()
         template_path = Path(self.template_path or default_template_path())

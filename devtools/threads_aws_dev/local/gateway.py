@@ -18,6 +18,8 @@ responses, customised by the Api's `GatewayResponses` exactly as a deployment wo
   proxy event over Lambda's 6 MB      API_CONFIGURATION_ERROR       500 (Lambda refuses the invoke:
                                                                         RequestEntityTooLarge)
   handler raises / bad proxy answer   DEFAULT_5XX                   502 Internal server error
+  handler still running after 29 s    INTEGRATION_TIMEOUT           504 (non-streaming routes; the
+                                                                        function runs on, as there)
   proxy answer over Lambda's 6 MB     DEFAULT_5XX                   502 (Function.ResponseSizeTooLarge)
 
 so a local run shows the statuses the deployed API will give (a Deny policy is 403 there, too).
@@ -56,6 +58,7 @@ log = logging.getLogger("threads_aws_dev.local")
 MAX_REQUEST = 10 * 1024 * 1024  # API Gateway's payload limit
 MAX_INVOKE_REQUEST = 6_291_456  # Lambda's synchronous invoke payload ("smaller than 6291456 bytes")
 MAX_RESPONSE = 6_291_556  # Lambda's synchronous response payload (ResponseSizeTooLarge)
+INTEGRATION_TIMEOUT_S = 29.0  # REST API integration timeout (the default quota; streaming is exempt)
 
 # type -> (status, body) of API Gateway's built-in gateway responses.
 DEFAULT_RESPONSES: dict[str, tuple[int, str]] = {
@@ -68,6 +71,7 @@ DEFAULT_RESPONSES: dict[str, tuple[int, str]] = {
     "THROTTLED": (429, '{"message":"Too Many Requests"}'),
     "API_CONFIGURATION_ERROR": (500, '{"message": "Internal server error"}'),
     "DEFAULT_5XX": (502, '{"message": "Internal server error"}'),
+    "INTEGRATION_TIMEOUT": (504, '{"message": "Endpoint request timed out"}'),
 }
 ERROR_TYPES = {
     "MISSING_AUTHENTICATION_TOKEN": "MissingAuthenticationTokenException",
@@ -79,6 +83,7 @@ ERROR_TYPES = {
     "THROTTLED": "TooManyRequestsException",
     "API_CONFIGURATION_ERROR": "InternalServerErrorException",
     "DEFAULT_5XX": "InternalServerErrorException",
+    "INTEGRATION_TIMEOUT": "InternalServerErrorException",
 }
 MESSAGES = {
     "MISSING_AUTHENTICATION_TOKEN": "Missing Authentication Token",
@@ -90,6 +95,7 @@ MESSAGES = {
     "THROTTLED": "Too Many Requests",
     "API_CONFIGURATION_ERROR": "Internal server error",
     "DEFAULT_5XX": "Internal server error",
+    "INTEGRATION_TIMEOUT": "Endpoint request timed out",
 }
 
 
@@ -262,8 +268,16 @@ class _Bucket:
 
 
 class Gateway:
-    def __init__(self, template: Template, handlers: Handlers, *, region: str = "us-east-1") -> None:
+    def __init__(
+        self,
+        template: Template,
+        handlers: Handlers,
+        *,
+        region: str = "us-east-1",
+        integration_timeout_s: float = INTEGRATION_TIMEOUT_S,
+    ) -> None:
         self.template = template
+        self.integration_timeout_s = integration_timeout_s
         self.handlers = handlers
         self.region = region
         self.router = Router(template.routes)
@@ -442,11 +456,7 @@ class Gateway:
         if size > MAX_INVOKE_REQUEST:
             log.error("%s: proxy event of %d bytes, over Lambda's invoke limit", route.function, size)
             raise GatewayError("API_CONFIGURATION_ERROR")
-        try:
-            answer = self.handlers.invoke(route.function, event)
-        except Exception:
-            log.exception("%s raised (API Gateway answers 502)", route.function)
-            raise GatewayError("DEFAULT_5XX") from None
+        answer = self._invoke_within_timeout(route, event)
         try:
             size = len(json.dumps(answer, ensure_ascii=False).encode())
             if size > MAX_RESPONSE:
@@ -455,6 +465,33 @@ class Gateway:
         except (TypeError, ValueError, KeyError) as exc:
             log.error("%s: malformed proxy response (%s): %.300r", route.function, exc, answer)
             raise GatewayError("DEFAULT_5XX") from None
+
+    def _invoke_within_timeout(self, route: ApiRoute, event: dict[str, Any]) -> Any:
+        """The handler's answer, or INTEGRATION_TIMEOUT when it takes longer than API Gateway
+        waits (the handler is left to finish, as a deployed function runs to its own Timeout)."""
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["answer"] = self.handlers.invoke(route.function, event)
+            except Exception as exc:  # noqa: BLE001 - reported below, as API Gateway's 502
+                box["error"] = exc
+
+        worker = threading.Thread(target=target, name=f"integration-{route.function}", daemon=True)
+        worker.start()
+        worker.join(self.integration_timeout_s)
+        if worker.is_alive():
+            log.error(
+                "%s: no answer within API Gateway's %.0f s integration timeout (504)",
+                route.function,
+                self.integration_timeout_s,
+            )
+            raise GatewayError("INTEGRATION_TIMEOUT")
+        if "error" in box:
+            exc = box["error"]
+            log.error("%s raised (API Gateway answers 502)", route.function, exc_info=exc)
+            raise GatewayError("DEFAULT_5XX") from None
+        return box.get("answer")
 
     def _streamed(self, route: ApiRoute, event: dict[str, Any]) -> Response:
         from .lwa import Streamed

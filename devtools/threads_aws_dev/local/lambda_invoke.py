@@ -6,10 +6,13 @@ as Lambda does: 200 with the handler's JSON result; a handler that raised → 20
 `X-Amz-Function-Error: Unhandled` and `{errorMessage, errorType, stackTrace}`; a handler still
 running at the function's Timeout → the same with `errorType: Sandbox.Timedout` (the thread is
 left to finish, as a timed-out Lambda's side effects may land); an unknown function → 404
-`ResourceNotFoundException`. `FunctionName` may be the logical id, a name or an ARN (its last
-`function:` segment, qualifier dropped), or the FunctionName the template gives it (`names`).
-`threads-aws dev` points `AWS_ENDPOINT_URL_LAMBDA` here,
-so the worker's ordinary boto3 client reaches the in-process tool functions.
+`ResourceNotFoundException`; a payload over Lambda's 6 MB synchronous limit → 413
+`RequestEntityTooLargeException` (the handler never runs); a result over its 6 MB response limit
+→ 200 with `X-Amz-Function-Error: Unhandled`, `errorType: Function.ResponseSizeTooLarge` (what
+Lambda answers: the function ran, its answer is lost). `FunctionName` may be the logical id, a
+name or an ARN (its last `function:` segment, qualifier dropped), or the FunctionName the
+template gives it (`names`). `threads-aws dev` points `AWS_ENDPOINT_URL_LAMBDA` here, so the
+worker's ordinary boto3 client reaches the in-process tool functions.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from urllib.parse import unquote
 from .runtime import Handlers
 
 PREFIX = "/2015-03-31/functions/"
+MAX_REQUEST = 6_291_456  # synchronous invoke payload
+MAX_RESPONSE = 6_291_556  # synchronous response payload (Lambda's ResponseSizeTooLarge figure)
 
 
 def function_of(name: str) -> str:
@@ -85,6 +90,10 @@ class LocalLambda:
         if name not in self.handlers.functions:
             msg = {"Type": "User", "message": f"Function not found: {name}"}
             return 404, {**base, "x-amzn-ErrorType": "ResourceNotFoundException"}, json.dumps(msg).encode()
+        if len(body) > MAX_REQUEST:
+            msg = {"Type": "User", "message": f"{len(body)} byte payload is too large for the Invoke API"}
+            big = {**base, "x-amzn-ErrorType": "RequestEntityTooLargeException"}
+            return 413, big, json.dumps(msg).encode()
         try:
             event = json.loads(body) if body else {}
         except ValueError:
@@ -121,4 +130,12 @@ class LocalLambda:
             exc = box["error"]
             err = {"errorMessage": str(exc), "errorType": type(exc).__name__, "stackTrace": box["trace"]}
             return 200, failed, json.dumps(err).encode()
-        return 200, {**base, "X-Amz-Executed-Version": "$LATEST"}, json.dumps(box.get("result")).encode()
+        out = json.dumps(box.get("result")).encode()
+        if len(out) > MAX_RESPONSE:
+            err = {
+                "errorMessage": f"Response payload size ({len(out)} bytes) exceeded maximum allowed "
+                f"payload size ({MAX_RESPONSE} bytes).",
+                "errorType": "Function.ResponseSizeTooLarge",
+            }
+            return 200, failed, json.dumps(err).encode()
+        return 200, {**base, "X-Amz-Executed-Version": "$LATEST"}, out

@@ -3,7 +3,8 @@
 - `time` (read_only): the injected clock as ISO 8601 UTC.
 - `todo_write` (read_only): echoes the list; the worker also appends `todos_updated`.
 - `ask_user`: never executes; the worker parks `awaiting_input`.
-- `note` (idempotent, effectful): stores the note (`store.notes`) keyed by its effect key, the
+- `note` (idempotent, effectful): stores the note (`store.notes`, at most `TEXT_MAX` bytes: a
+  longer one is an error result, stored nowhere) keyed by its effect key, the
   idempotency key: a re-dispatch (same key, attempt+1) finds the stored note and returns the
   same result, so a note is never stored twice.
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..store.notes import Note
+from ..store.notes import TEXT_MAX, Note
 from ..store.protocol import Stores
 
 
@@ -78,10 +79,14 @@ def run_todo_write(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
 
 def run_note(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
     assert tc.effect_key is not None
+    text = str(args.get("text", ""))
+    size = len(text.encode("utf-8"))
+    if size > TEXT_MAX:  # one DynamoDB item holds a note: refused here, not by a failing put
+        return ToolOutput(f"note not stored: {size} bytes, over the {TEXT_MAX}-byte limit", is_error=True)
     note = Note(
         tenant=tc.tenant,
         effect_key=tc.effect_key,
-        text=str(args.get("text", "")),
+        text=text,
         thread_id=tc.thread_id,
         branch_id=tc.branch_id,
         call_id=tc.call_id,

@@ -63,7 +63,7 @@ class Reads(HostBase):
                     "challenge_id": cid,
                     "call_id": ch.call_id,
                     "tool": row.tool if row and row.tool else (call.name if call else "unknown"),
-                    "input": row.input if row else (call.input if call else {}),
+                    "input": row.input if row and not row.input_in_log else (call.input if call else {}),
                     "args_hash": ch.args_hash,
                     "expires_at": expires,
                     "suggested_rules": row.suggested_rules if row else [],

@@ -3,10 +3,11 @@ approver decides on.
 
 Item: pk ``APPROVAL#<challenge_id>``, sk ``APPROVAL``: kind "approval", challenge_id, tenant,
 thread_id, branch_id, call_id, args_hash, expires_at (N, ms), state ("open", then granted |
-denied | expired), tool, input (S: canonical JSON of the call input), suggested_rules (S: JSON
-array of rule strings), created_at (N, ms), decided_by / decided_at once decided; gsi1pk
-``APPROVALS#<branch_id>``, gsi1sk ``<created_at:016d>#<challenge_id>`` (a branch's approvals,
-oldest first).
+denied | expired), tool, input (S: canonical JSON of the call input; over `INLINE_COPY_MAX`
+it stays in the log only and the row says ``input_in_log``, BOOL: a readback answers the
+fold's call input), suggested_rules (S: JSON array of rule strings, those that fit),
+created_at (N, ms), decided_by / decided_at once decided; gsi1pk ``APPROVALS#<branch_id>``,
+gsi1sk ``<created_at:016d>#<challenge_id>`` (a branch's approvals, oldest first).
 
 Both writes are companions: the worker opens the row with `approval_requested` + `parked`
 (``attribute_not_exists(pk)``: a re-decided step can't overwrite a row the API already moved
@@ -21,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.canonical import canonical_bytes
-from .dynamo import N, S, n_of, put_new, s_of
-from .records import Companion, Item
+from .dynamo import N, S, b_of, n_of, put_new, s_of
+from .records import INLINE_COPY_MAX, Companion, Item
 
 TAG = "approval"
 
@@ -49,6 +50,7 @@ class ApprovalRow:
     suggested_rules: list[str] = field(default_factory=list)
     state: str = "open"
     created_at: int = 0
+    input_in_log: bool = False  # the input was too large to copy: read it from the log's call
 
     @classmethod
     def from_item(cls, item: Item) -> ApprovalRow:
@@ -65,9 +67,18 @@ class ApprovalRow:
             suggested_rules=json.loads(s_of(item, "suggested_rules") or "[]"),
             state=s_of(item, "state") or "open",
             created_at=n_of(item, "created_at") or 0,
+            input_in_log=b_of(item, "input_in_log"),
         )
 
     def item(self) -> Item:
+        payload = canonical_bytes(self.input)
+        rules, room = [], INLINE_COPY_MAX
+        for rule in self.suggested_rules:  # a rule quoting a huge command is not offered
+            room -= len(rule.encode("utf-8")) + 4
+            if room < 0:
+                break
+            rules.append(rule)
+        inline = {"input": S(payload.decode("utf-8"))} if len(payload) <= INLINE_COPY_MAX else {}
         return {
             **approval_key(self.challenge_id),
             "kind": S("approval"),
@@ -80,8 +91,8 @@ class ApprovalRow:
             "expires_at": N(self.expires_at),
             "state": S(self.state),
             "tool": S(self.tool),
-            "input": S(canonical_bytes(self.input).decode("utf-8")),
-            "suggested_rules": S(json.dumps(self.suggested_rules)),
+            **(inline or {"input_in_log": {"BOOL": True}}),
+            "suggested_rules": S(json.dumps(rules)),
             "created_at": N(self.created_at),
             "gsi1pk": S(approvals_gsi_pk(self.branch_id)),
             "gsi1sk": S(f"{self.created_at:016d}#{self.challenge_id}"),

@@ -14,6 +14,8 @@ from botocore.exceptions import ClientError
 from .dynamo import N, S, condition_failed
 from .records import Item
 
+TEXT_MAX = 300 * 1024  # UTF-8 bytes: the row (text + ~300 bytes of keys) stays under DynamoDB's 400 KB
+
 
 def note_key(tenant: str, effect_key: str) -> Item:
     return {"pk": S(f"NOTE#{tenant}"), "sk": S(effect_key)}

@@ -1,7 +1,8 @@
 """Question rows (questions of semantics.md §2): one per ask_user call the worker parks on.
 
 Item: pk ``Q#<branch_id>``, sk ``<call_id>``: kind "question", tenant, thread_id, branch_id,
-call_id, question, options (S: JSON array, absent without options), multi_select (BOOL),
+call_id, question, options (S: JSON array, absent without options), multi_select (BOOL) (the
+question clipped to `INLINE_COPY_MAX` bytes, options over it left out: the log holds the call),
 expires_at (N, ms), state ("open", then answered | expired), asked_by (S: canonical JSON of the
 principal who opened the turn: the only one who may answer), created_at (N, ms), decided_at
 once answered.
@@ -19,7 +20,7 @@ from typing import Any
 
 from ..core.canonical import canonical_bytes
 from .dynamo import N, S, b_of, n_of, put_new, s_of
-from .records import Companion, Item
+from .records import INLINE_COPY_MAX, Companion, Item
 
 TAG = "question"
 
@@ -68,17 +69,23 @@ class QuestionRow:
             "thread_id": S(self.thread_id),
             "branch_id": S(self.branch_id),
             "call_id": S(self.call_id),
-            "question": S(str(self.input.get("question", ""))),
+            # the log holds the whole question; the row only proves the ask is open
+            "question": S(_clip(str(self.input.get("question", "")), INLINE_COPY_MAX)),
             "multi_select": {"BOOL": self.input.get("multi_select") is True},
             "expires_at": N(self.expires_at),
             "state": S(self.state),
             "created_at": N(self.created_at),
         }
-        if isinstance(self.input.get("options"), list):
-            item["options"] = S(json.dumps(self.input["options"]))
+        options = json.dumps(self.input["options"]) if isinstance(self.input.get("options"), list) else ""
+        if options and len(options.encode("utf-8")) <= INLINE_COPY_MAX:
+            item["options"] = S(options)
         if self.asked_by is not None:
             item["asked_by"] = S(canonical_bytes(self.asked_by).decode("utf-8"))
         return item
+
+
+def _clip(text: str, limit: int) -> str:
+    return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
 
 
 class Questions:

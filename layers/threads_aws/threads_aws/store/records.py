@@ -17,6 +17,11 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# A row that copies content from the log (a call's input, a question) keeps at most this much of it
+# inline: DynamoDB refuses an item over 400 KB, and a log line may be 1 MiB (the log holds it).
+INLINE_COPY_MAX = 64 * 1024
+
+
 class StoreError(Exception):
     """A store failure that is not a log ErrorCode (those are `threads_aws.core.errors.LogError`)."""
 
