@@ -175,7 +175,7 @@ def test_nothing_of_the_dev_tooling_ships(build: Build):
     stray = tops - claimed - {"threads_aws", "__pycache__"}
     assert stray == set(), "in the layer but no pinned dist's"
     dev = _dev_only()
-    assert {"moto", "pytest", "yaml", "rich"} <= dev  # the dev venv has them installed (the SAM CLI has its own venv)
+    assert {"moto", "pytest", "yaml", "rich"} <= dev  # installed in the dev venv (sam: a venv of its own)
     shipped = {"layer": tops}
     for lid in build.functions:
         shipped[lid] = {p.name.removesuffix(".py") for p in build.code(lid).iterdir()}
