@@ -36,6 +36,12 @@ def add_dev_parser(top: argparse._SubParsersAction) -> None:  # type: ignore[typ
         action="store_true",
         help="accept bearer dev:<issuer>:<tenant>:<subject> (THREADS_DEV_TOKENS=1); local only",
     )
+    p.add_argument(
+        "--no-iam",
+        action="store_true",
+        help="sign every function's AWS requests with dev's own keys instead of its template role "
+        "(by default each function runs under its own role and moto answers AccessDenied as AWS would)",
+    )
     p.add_argument("--template", metavar="PATH", help=argparse.SUPPRESS)
     p.add_argument(
         "--preload",
@@ -92,6 +98,13 @@ def cmd_dev(args: argparse.Namespace) -> int:
                 preload=list(args.preload),
                 state_dir=Path(state_dir) if state_dir else None,
             )
-        return run(args.port, args.dev_tokens, args.template, preload=args.preload, state_dir=state_dir)
+        return run(
+            args.port,
+            args.dev_tokens,
+            args.template,
+            preload=args.preload,
+            state_dir=state_dir,
+            iam=not args.no_iam,
+        )
     except DevError as exc:
         raise CliError(str(exc)) from None

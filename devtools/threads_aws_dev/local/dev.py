@@ -64,6 +64,8 @@ class DevServer:
     moto_port: int = 0
     serve_api: bool = True
     state_dir: Path | None = None  # None: memory only (--ephemeral)
+    # Each function under its own role from template.yaml (local.iam); False: dev's keys for all.
+    iam: bool = True
 
     moto: Any = None
     moto_url: str = ""
@@ -77,6 +79,8 @@ class DevServer:
     env: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     restored: Any = None  # persist_moto.RestoreReport when state_dir is set
+    local_iam: Any = None  # local.iam.LocalIam when `iam`
+    _front: Any = None  # local.iam.AuthorizingApp in front of moto
     _server: Any = None
     _thread: threading.Thread | None = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
@@ -105,8 +109,6 @@ class DevServer:
         self.warnings += self.template.skipped
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request lines (pollers!)
-        self.moto = ThreadedMotoServer(ip_address=self.moto_host, port=self.moto_port, verbose=False)
-        self.moto.start()
         self._start_moto(ThreadedMotoServer)
         host, port = self.moto.get_host_and_port()
         self.moto_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
@@ -135,6 +137,7 @@ class DevServer:
         self._set_env(env, unset=() if self.dev_tokens else ("THREADS_DEV_TOKENS",))
 
         self.handlers = Handlers(self.template.functions, region=REGION)
+        self._start_iam(template_path)
         self._start_lambda_api()
         self._start_demo_mcp()
         for path in self.preload:  # after the environment is set, before any handler loads
@@ -155,7 +158,11 @@ class DevServer:
             if not src.enabled or not url:
                 self.warnings.append(f"{src.function}.{src.event}: queue {src.queue} not polled")
                 continue
-            poller = Poller(src, url, sqs, self.handlers, region=REGION, concurrency=self.poller_concurrency)
+            # An event source mapping polls with its function's role (AWSLambdaSQSQueueExecutionRole).
+            polling = self.local_iam.client(src.function, "sqs") if self.local_iam else sqs
+            poller = Poller(
+                src, url, polling, self.handlers, region=REGION, concurrency=self.poller_concurrency
+            )
             poller.start()
             self.pollers.append(poller)
         if self.serve_api:  # schedules: the in-process stand-in for EventBridge Scheduler
@@ -173,9 +180,32 @@ class DevServer:
         assert self.handlers is not None and self.template is not None
         # By logical id (tool functions) or by the template's FunctionName (the exec sandbox).
         names = function_names(self.template, self.resources.physical, REGION, stack=self.prefix)
-        self.lambda_api = LocalLambda(self.handlers, host="127.0.0.1", names=names).start()
+        self.lambda_api = LocalLambda(self.handlers, host="127.0.0.1", names=names)
+        self.lambda_api.iam = self.local_iam
+        self.lambda_api.start()
         self.env["AWS_ENDPOINT_URL_LAMBDA"] = self.lambda_api.url
         self._set_env({"AWS_ENDPOINT_URL_LAMBDA": self.lambda_api.url})
+
+    def _start_iam(self, template_path: Path) -> None:
+        """The template's roles, enforced from here on (`local.iam`): moto answers AccessDenied
+        to a function's request its role does not allow, as AWS would."""
+        if not self.iam:
+            return
+        from . import iam
+        from .sam import function_names
+
+        assert self.template is not None
+        by_name = function_names(self.template, self.resources.physical, REGION, stack=self.prefix)
+        names = {lid: lid for lid in self.template.functions}
+        names.update({lid: name for name, lid in by_name.items()})
+        plans, warnings = iam.plan(
+            template_path, self.resources.physical, names, region=REGION, prefix=self.prefix
+        )
+        self.warnings += warnings
+        keys = iam.hash_keys(template_path, self.resources.physical)
+        self.local_iam = iam.LocalIam(plans, endpoint=self.moto_url, region=REGION, hash_keys=keys)
+        self._front.iam = self.local_iam
+        iam.activate(self.local_iam)
 
     def _start_demo_mcp(self) -> None:
         """The demo MCP server on a free loopback port; the `demo-tools` agent finds it through
@@ -193,14 +223,27 @@ class DevServer:
         self._set_env({"THREADS_DEMO_MCP_URL": self.demo_mcp.url})
 
     def _start_moto(self, threaded_server: Any) -> None:
+        from .iam import AuthorizingApp, MotoServer
+
         if self.state_dir is None:
-            self.moto = threaded_server(ip_address=self.moto_host, port=self.moto_port, verbose=False)
+            if not self.iam:
+                self.moto = threaded_server(ip_address=self.moto_host, port=self.moto_port, verbose=False)
+                self.moto.start()
+                return
+            self.moto = MotoServer(self.moto_host, self.moto_port)
             self.moto.start()
+            self._front = self.moto.front
             return
         from .persist import PersistError
         from .persist_moto import DurableMoto
 
-        moto = DurableMoto(self.state_dir, host=self.moto_host, port=self.moto_port)
+        def wrap(app: Any) -> Any:
+            self._front = AuthorizingApp(app)
+            return self._front
+
+        moto = DurableMoto(
+            self.state_dir, host=self.moto_host, port=self.moto_port, wrap=wrap if self.iam else None
+        )
         try:
             moto.start()
         except PersistError as exc:
@@ -240,6 +283,11 @@ class DevServer:
         if self.moto is not None:
             self.moto.stop()
             self.moto = None
+        if self.local_iam is not None:
+            from .iam import deactivate
+
+            deactivate(self.local_iam)
+            self.local_iam = None
         for k, v in self._saved_env.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -311,8 +359,15 @@ class DevServer:
         if self.demo_mcp is not None:
             demo = 'mcp: mcp__demo__lookup_rate {"currency": "USD"}'
             lines.append(f"mcp: demo MCP server {self.demo_mcp.url} (agent demo-tools: {demo})")
+        lines.append(self.iam_line())
         lines.append(self.state_line())
         return lines
+
+    def iam_line(self) -> str:
+        if self.local_iam is None:
+            return "iam: off (--no-iam): every function signs with dev's own keys"
+        n = len(self.local_iam.plans)
+        return f"iam: each function under its own role from template.yaml ({n} roles; AccessDenied as on AWS)"
 
     def state_line(self) -> str:
         if self.state_dir is None:
@@ -330,6 +385,7 @@ def run(
     out: TextIO | None = None,
     preload: list[str] | None = None,
     state_dir: str | None = None,
+    iam: bool = True,
 ) -> int:
     """The command: start, print the banner, serve until Ctrl-C or SIGTERM, stop; exit 0.
     `state_dir` None keeps memory only."""
@@ -349,6 +405,7 @@ def run(
         template_path=Path(template) if template else None,
         preload=list(preload or []),
         state_dir=Path(state_dir) if state_dir else None,
+        iam=iam,
     )
     try:
         try:
