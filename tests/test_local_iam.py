@@ -216,3 +216,12 @@ def test_a_removed_statement_fails_its_route(tmp_path: Path) -> None:
         assert any("dynamodb:" in line and "-table" in line for line in denied), denied
         status, body, _ = d.call("GET", "/v1/threads")
         assert status == 200, body
+
+
+def test_an_undecidable_condition_never_allows() -> None:
+    cond = {"NumericLessThan": {"aws:MultiFactorAuthAge": "3600"}}
+    allow = {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": cond}]}
+    deny = {"Statement": [{"Effect": "Deny", "Action": "*", "Resource": "*", "Condition": cond}]}
+    plain = {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+    assert decide([allow], Need("s3:GetObject", "*")) == "ImplicitDeny"
+    assert decide([plain, deny], Need("s3:GetObject", "*")) == "Deny"
