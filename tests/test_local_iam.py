@@ -202,7 +202,9 @@ def test_a_removed_statement_fails_its_route(tmp_path: Path) -> None:
     answers the host's error and the log names the denied DynamoDB action; functions that keep
     the statement (listing threads, by HostReadPolicy) still answer."""
     template = _without_statement(tmp_path, "StartRunFunction", "HostControlPolicy", "LogTablesAppend")
-    with dev_process(tmp_path, dict(e2e.SHORT_WINDOWS), ["--template", str(template)], cls=Dev) as d:
+    with dev_process(
+        tmp_path, dict(e2e.SHORT_WINDOWS), ["--template", str(template)], cls=Dev, allow_denials=True
+    ) as d:
         status, body, _ = d.call(
             "POST",
             "/v1/runs",

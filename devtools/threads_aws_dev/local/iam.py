@@ -168,6 +168,21 @@ def _drop_no_value(v: Any) -> Any:
     return v
 
 
+def _role_name(lid: str, props: Mapping[str, Any], refs: Mapping[str, Any], prefix: str) -> str:
+    """The template's RoleName (a role other resources name by it: the scheduler's), else
+    `<prefix>-<logical id>` as CloudFormation would generate one."""
+
+    def no_att(lid: str, name: str) -> str:
+        raise Unresolved(f"{lid}.{name}")
+
+    if "RoleName" in props:
+        try:
+            return str(resolve(props["RoleName"], refs, no_att))[:64]
+        except Unresolved:
+            pass
+    return f"{prefix}-{lid}"[:64]
+
+
 @dataclass
 class RolePlan:
     function: str
@@ -203,7 +218,10 @@ def plan(
     cond_params = {k: ",".join(v) if isinstance(v, list) else v for k, v in params.items()}
     conditions = doc.get("Conditions") or {}
     policy_name = {lid: f"{prefix}-{lid}"[:128] for lid in iam["policies"]}
-    role_name = {lid: f"{prefix}-{lid}"[:64] for lid in iam["roles"]}
+    role_name = {
+        lid: _role_name(lid, props, {**params, **pseudo_parameters(region, prefix)}, prefix)
+        for lid, props in iam["roles"].items()
+    }
     refs: dict[str, Any] = {
         **params,
         **pseudo_parameters(region, prefix),
