@@ -19,6 +19,7 @@ a gap shows up as a denial that names it, never as a silent pass.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -51,12 +52,17 @@ def _listed(v: Any) -> list[str]:
     return [v] if isinstance(v, str) else [str(x) for x in v or ()]
 
 
+@functools.lru_cache(maxsize=4096)
+def _compiled(pattern: str, fold: bool) -> re.Pattern[str]:
+    rx = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.compile(rx, re.S | (re.I if fold else 0))
+
+
 def _like(pattern: str, value: str, *, fold: bool = False) -> bool:
     """IAM wildcards: * any run, ? one character (no character classes)."""
-    if fold:
-        pattern, value = pattern.lower(), value.lower()
-    rx = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(rx, value, flags=re.S) is not None
+    if "*" not in pattern and "?" not in pattern:
+        return pattern.lower() == value.lower() if fold else pattern == value
+    return _compiled(pattern, fold).fullmatch(value) is not None
 
 
 def _matches(st: Mapping[str, Any], key: str, value: str, *, fold: bool) -> bool:
