@@ -31,6 +31,7 @@ import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -152,6 +153,8 @@ class DevServer:
             self._server = make_server(self.gateway, self.host, self.port)
             self._thread = serve_in_thread(self._server)
 
+        from threads_aws.store.dynamo import LazyClient
+
         sqs = session.client("sqs")
         for src in self.template.sqs:
             url = self.resources.physical.get(src.queue)
@@ -159,7 +162,10 @@ class DevServer:
                 self.warnings.append(f"{src.function}.{src.event}: queue {src.queue} not polled")
                 continue
             # An event source mapping polls with its function's role (AWSLambdaSQSQueueExecutionRole).
-            polling = self.local_iam.client(src.function, "sqs") if self.local_iam else sqs
+            # Made on the poller's first receive, in its thread: the start doesn't wait for the role.
+            polling = (
+                LazyClient(partial(self.local_iam.client, src.function, "sqs")) if self.local_iam else sqs
+            )
             poller = Poller(
                 src, url, polling, self.handlers, region=REGION, concurrency=self.poller_concurrency
             )
@@ -206,6 +212,8 @@ class DevServer:
         self.local_iam = iam.LocalIam(plans, endpoint=self.moto_url, region=REGION, hash_keys=keys)
         self._front.iam = self.local_iam
         iam.activate(self.local_iam)
+        first = [s.function for s in self.template.sqs] + ["AuthorizerFunction", "StartRunFunction"]
+        threading.Thread(target=self.local_iam.warm, args=(first,), name="iam-warm", daemon=True).start()
 
     def _start_demo_mcp(self) -> None:
         """The demo MCP server on a free loopback port; the `demo-tools` agent finds it through

@@ -391,6 +391,15 @@ class LocalIam:
             got["AccessKeyId"], got["SecretAccessKey"], got["SessionToken"], method="sts-local"
         )
 
+    def warm(self, functions: list[str]) -> None:
+        """Create these functions' roles now (a background thread at start: the first request
+        and the pollers' first receive then find them made)."""
+        for fn in functions:
+            try:
+                self.credentials(fn)
+            except Exception:  # noqa: BLE001 - the first use tries again and reports it
+                log.warning("IAM: role of %s not created in advance", fn, exc_info=True)
+
     def client(self, function: str, service: str, **kw: Any) -> Any:
         """A boto3 client signing as `function` (the pollers: an event source mapping polls
         with its function's role)."""
