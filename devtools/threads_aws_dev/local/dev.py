@@ -210,6 +210,7 @@ class DevServer:
         self.warnings += warnings
         keys = iam.hash_keys(template_path, self.resources.physical)
         self.local_iam = iam.LocalIam(plans, endpoint=self.moto_url, region=REGION, hash_keys=keys)
+        self.local_iam.other_keys_unchecked = not self.serve_api  # --aws-only: SAM's containers
         self._front.iam = self.local_iam
         iam.activate(self.local_iam)
         first = [s.function for s in self.template.sqs] + ["AuthorizerFunction", "StartRunFunction"]
