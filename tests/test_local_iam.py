@@ -133,6 +133,13 @@ def test_the_roles_name_what_dev_creates() -> None:
     assert decide(reader, Need("dynamodb:PutItem", events)) == "ImplicitDeny"
     # an SQS event source's poller: AWSLambdaSQSQueueExecutionRole, added by the translator
     assert decide(plans["RunStepFunction"].documents(), Need("sqs:ReceiveMessage", queue)) == "Allow"
+    # deleting a schedule drops its active marker (found by this enforcement: a 500 on AWS)
+    state = f"arn:aws:dynamodb:us-east-1:{ACCOUNT}:table/p-state-table"
+    schedules = plans["SchedulesFunction"].documents()
+    marker = Need("dynamodb:DeleteItem", state, {"dynamodb:LeadingKeys": ("SCHEDULE#s1",)})
+    assert decide(schedules, marker) == "Allow"
+    other = Need("dynamodb:DeleteItem", state, {"dynamodb:LeadingKeys": ("THREAD#t1",)})
+    assert decide(schedules, other) == "ImplicitDeny"
 
 
 # ---------------------------------------------------------------- dev, enforced
