@@ -325,7 +325,8 @@ class LocalIam:
 
         if service in self._admins:
             return self._admins[service]
-        self._admins[service] = client = boto3.session.Session().client(
+        session: Any = boto3.session.Session()
+        self._admins[service] = client = session.client(
             service,
             endpoint_url=self.endpoint,
             region_name=self.region,
@@ -408,11 +409,11 @@ class LocalIam:
         import boto3
 
         c = self.credentials(function)
-        if c is None:
-            return boto3.session.Session().client(service, region_name=self.region, **kw)
-        return boto3.session.Session(
-            aws_access_key_id=c.access_key, aws_secret_access_key=c.secret_key, aws_session_token=c.token
-        ).client(service, region_name=self.region, **kw)
+        session: Any = boto3.session.Session()
+        if c is not None:
+            keys = {"aws_access_key_id": c.access_key, "aws_secret_access_key": c.secret_key}
+            session = boto3.session.Session(**keys, aws_session_token=c.token)
+        return session.client(service, region_name=self.region, **kw)
 
     # -- 4. checks
     def check(self, service: str, access_key: str, needs: Callable[[], list[Need]]) -> Any:
@@ -464,7 +465,8 @@ class AuthorizingApp:
         req = Request.from_environ(environ, body)
         if req is None:
             return self.app(environ, start_response)
-        answer = self.iam.check(req.service, req.access_key, lambda: self.iam.mapper().needs(req))
+        iam = self.iam
+        answer = iam.check(req.service, req.access_key, lambda: iam.mapper().needs(req))
         if answer is None:
             return self.app(environ, start_response)
         status, headers, out = answer
