@@ -171,6 +171,10 @@ class DevServer:
             )
             poller.start()
             self.pollers.append(poller)
+        if self.local_iam is not None:  # the first functions' roles, while the banner is read
+            first = [s.function for s in self.template.sqs] + ["AuthorizerFunction", "StartRunFunction"]
+            warm = threading.Thread(target=self.local_iam.warm, args=(first,), name="iam-warm", daemon=True)
+            warm.start()
         if self.serve_api:  # schedules: the in-process stand-in for EventBridge Scheduler
             from threads_aws import services
             from threads_aws.schedules.ticker import start as start_ticker
@@ -213,8 +217,6 @@ class DevServer:
         self.local_iam.other_keys_unchecked = not self.serve_api  # --aws-only: SAM's containers
         self._front.iam = self.local_iam
         iam.activate(self.local_iam)
-        first = [s.function for s in self.template.sqs] + ["AuthorizerFunction", "StartRunFunction"]
-        threading.Thread(target=self.local_iam.warm, args=(first,), name="iam-warm", daemon=True).start()
 
     def _start_demo_mcp(self) -> None:
         """The demo MCP server on a free loopback port; the `demo-tools` agent finds it through
