@@ -178,11 +178,13 @@ def dev_process(
     *,
     drop_env: tuple[str, ...] = ("AWS_",),
     cls: type[D] = DevProcess,  # type: ignore[assignment]
+    allow_denials: bool = False,
 ) -> Iterator[D]:
     """`threads-aws dev` on a free port with dev tokens and a state dir of its own under `tmp`;
     this process's environment without the variables starting with `drop_env` (never a real
     AWS account's), plus `env`; `args` appended to the command line. Stopped with SIGTERM (it
-    must exit 0) unless the test killed it."""
+    must exit 0) unless the test killed it. Each function runs under its template role
+    (local.iam): an AccessDenied in the log fails the test unless `allow_denials`."""
     exe = Path(sys.executable).with_name("threads-aws")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "threads_aws_dev"]
     full = {k: v for k, v in os.environ.items() if not k.startswith(drop_env)}
@@ -209,6 +211,9 @@ def dev_process(
         if proc.poll() is None:  # a crash test may have killed it (kill -9) on purpose
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
+        if not allow_denials:  # a permission the template lacks: the same call fails on AWS
+            denied = [line for line in log_path.read_text().splitlines() if "IAM: AccessDenied" in line]
+            assert not denied, "\n".join(denied[:5])
     finally:
         if proc.poll() is None:
             proc.kill()

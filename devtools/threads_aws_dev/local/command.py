@@ -42,6 +42,12 @@ def add_dev_parser(top: argparse._SubParsersAction) -> None:  # type: ignore[typ
         help="Bedrock Runtime on your AWS credentials (AWS_PROFILE, ...; the endpoint "
         "AWS_ENDPOINT_URL_BEDROCK_RUNTIME or AWS's own); everything else stays on moto",
     )
+    p.add_argument(
+        "--no-iam",
+        action="store_true",
+        help="sign every function's AWS requests with dev's own keys instead of its template role "
+        "(by default each function runs under its own role and moto answers AccessDenied as AWS would)",
+    )
     p.add_argument("--template", metavar="PATH", help=argparse.SUPPRESS)
     p.add_argument(
         "--preload",
@@ -105,6 +111,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             preload=args.preload,
             state_dir=state_dir,
             real_bedrock=args.real_bedrock,
+            iam=not args.no_iam,
         )
     except DevError as exc:
         raise CliError(str(exc)) from None

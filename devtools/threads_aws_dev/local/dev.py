@@ -31,6 +31,7 @@ import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -65,6 +66,8 @@ class DevServer:
     serve_api: bool = True
     state_dir: Path | None = None  # None: memory only (--ephemeral)
     real_bedrock: bool = False  # --real-bedrock: Bedrock Runtime alone on the ordinary credential chain
+    # Each function under its own role from template.yaml (local.iam); False: dev's keys for all.
+    iam: bool = True
 
     moto: Any = None
     moto_url: str = ""
@@ -78,6 +81,8 @@ class DevServer:
     env: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     restored: Any = None  # persist_moto.RestoreReport when state_dir is set
+    local_iam: Any = None  # local.iam.LocalIam when `iam`
+    _front: Any = None  # local.iam.AuthorizingApp in front of moto
     _server: Any = None
     _thread: threading.Thread | None = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
@@ -140,6 +145,7 @@ class DevServer:
         self._set_env(env, unset=() if self.dev_tokens else ("THREADS_DEV_TOKENS",))
 
         self.handlers = Handlers(self.template.functions, region=REGION)
+        self._start_iam(template_path)
         self._start_lambda_api()
         self._start_demo_mcp()
         for path in self.preload:  # after the environment is set, before any handler loads
@@ -154,15 +160,28 @@ class DevServer:
             self._server = make_server(self.gateway, self.host, self.port)
             self._thread = serve_in_thread(self._server)
 
+        from threads_aws.store.dynamo import LazyClient
+
         sqs = session.client("sqs")
         for src in self.template.sqs:
             url = self.resources.physical.get(src.queue)
             if not src.enabled or not url:
                 self.warnings.append(f"{src.function}.{src.event}: queue {src.queue} not polled")
                 continue
-            poller = Poller(src, url, sqs, self.handlers, region=REGION, concurrency=self.poller_concurrency)
+            # An event source mapping polls with its function's role (AWSLambdaSQSQueueExecutionRole).
+            # Made on the poller's first receive, in its thread: the start doesn't wait for the role.
+            polling = (
+                LazyClient(partial(self.local_iam.client, src.function, "sqs")) if self.local_iam else sqs
+            )
+            poller = Poller(
+                src, url, polling, self.handlers, region=REGION, concurrency=self.poller_concurrency
+            )
             poller.start()
             self.pollers.append(poller)
+        if self.local_iam is not None:  # the first functions' roles, while the banner is read
+            first = [s.function for s in self.template.sqs] + ["AuthorizerFunction", "StartRunFunction"]
+            warm = threading.Thread(target=self.local_iam.warm, args=(first,), name="iam-warm", daemon=True)
+            warm.start()
         if self.serve_api:  # schedules: the in-process stand-in for EventBridge Scheduler
             from threads_aws import services
             from threads_aws.schedules.ticker import start as start_ticker
@@ -218,9 +237,33 @@ class DevServer:
         assert self.handlers is not None and self.template is not None
         # By logical id (tool functions) or by the template's FunctionName (the exec sandbox).
         names = function_names(self.template, self.resources.physical, REGION, stack=self.prefix)
-        self.lambda_api = LocalLambda(self.handlers, host="127.0.0.1", names=names).start()
+        self.lambda_api = LocalLambda(self.handlers, host="127.0.0.1", names=names)
+        self.lambda_api.iam = self.local_iam
+        self.lambda_api.start()
         self.env["AWS_ENDPOINT_URL_LAMBDA"] = self.lambda_api.url
         self._set_env({"AWS_ENDPOINT_URL_LAMBDA": self.lambda_api.url})
+
+    def _start_iam(self, template_path: Path) -> None:
+        """The template's roles, enforced from here on (`local.iam`): moto answers AccessDenied
+        to a function's request its role does not allow, as AWS would."""
+        if not self.iam:
+            return
+        from . import iam
+        from .sam import function_names
+
+        assert self.template is not None
+        by_name = function_names(self.template, self.resources.physical, REGION, stack=self.prefix)
+        names = {lid: lid for lid in self.template.functions}
+        names.update({lid: name for name, lid in by_name.items()})
+        plans, warnings = iam.plan(
+            template_path, self.resources.physical, names, region=REGION, prefix=self.prefix
+        )
+        self.warnings += warnings
+        keys = iam.hash_keys(template_path, self.resources.physical)
+        self.local_iam = iam.LocalIam(plans, endpoint=self.moto_url, region=REGION, hash_keys=keys)
+        self.local_iam.other_keys_unchecked = not self.serve_api  # --aws-only: SAM's containers
+        self._front.iam = self.local_iam
+        iam.activate(self.local_iam)
 
     def _start_demo_mcp(self) -> None:
         """The demo MCP server on a free loopback port; the `demo-tools` agent finds it through
@@ -238,14 +281,27 @@ class DevServer:
         self._set_env({"THREADS_DEMO_MCP_URL": self.demo_mcp.url})
 
     def _start_moto(self, threaded_server: Any) -> None:
+        from .iam import AuthorizingApp, MotoServer
+
         if self.state_dir is None:
-            self.moto = threaded_server(ip_address=self.moto_host, port=self.moto_port, verbose=False)
+            if not self.iam:
+                self.moto = threaded_server(ip_address=self.moto_host, port=self.moto_port, verbose=False)
+                self.moto.start()
+                return
+            self.moto = MotoServer(self.moto_host, self.moto_port)
             self.moto.start()
+            self._front = self.moto.front
             return
         from .persist import PersistError
         from .persist_moto import DurableMoto
 
-        moto = DurableMoto(self.state_dir, host=self.moto_host, port=self.moto_port)
+        def wrap(app: Any) -> Any:
+            self._front = AuthorizingApp(app)
+            return self._front
+
+        moto = DurableMoto(
+            self.state_dir, host=self.moto_host, port=self.moto_port, wrap=wrap if self.iam else None
+        )
         try:
             moto.start()
         except PersistError as exc:
@@ -289,6 +345,11 @@ class DevServer:
         if self.moto is not None:
             self.moto.stop()
             self.moto = None
+        if self.local_iam is not None:
+            from .iam import deactivate
+
+            deactivate(self.local_iam)
+            self.local_iam = None
         for k, v in self._saved_env.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -360,8 +421,15 @@ class DevServer:
         if self.demo_mcp is not None:
             demo = 'mcp: mcp__demo__lookup_rate {"currency": "USD"}'
             lines.append(f"mcp: demo MCP server {self.demo_mcp.url} (agent demo-tools: {demo})")
+        lines.append(self.iam_line())
         lines.append(self.state_line())
         return lines
+
+    def iam_line(self) -> str:
+        if self.local_iam is None:
+            return "iam: off (--no-iam): every function signs with dev's own keys"
+        n = len(self.local_iam.plans)
+        return f"iam: each function under its own role from template.yaml ({n} roles; AccessDenied as on AWS)"
 
     def state_line(self) -> str:
         if self.state_dir is None:
@@ -380,6 +448,7 @@ def run(
     preload: list[str] | None = None,
     state_dir: str | None = None,
     real_bedrock: bool = False,
+    iam: bool = True,
 ) -> int:
     """The command: start, print the banner, serve until Ctrl-C or SIGTERM, stop; exit 0.
     `state_dir` None keeps memory only."""
@@ -400,6 +469,7 @@ def run(
         preload=list(preload or []),
         state_dir=Path(state_dir) if state_dir else None,
         real_bedrock=real_bedrock,
+        iam=iam,
     )
     try:
         try:

@@ -45,6 +45,7 @@ class LocalLambda:
         self.handlers = handlers
         self.names = dict(names or {})  # resolved FunctionName -> logical id
         self.invocations = 0
+        self.iam: Any = None  # local.iam.LocalIam: lambda:InvokeFunction checked per caller
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -55,7 +56,7 @@ class LocalLambda:
 
             def do_POST(self) -> None:  # noqa: N802 - stdlib name
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, headers, out = outer.handle(self.path, body)
+                status, headers, out = outer.handle(self.path, body, self.headers.get("Authorization") or "")
                 self.send_response(status)
                 for k, v in {**headers, "Content-Length": str(len(out))}.items():
                     self.send_header(k, v)
@@ -80,13 +81,16 @@ class LocalLambda:
         self.server.shutdown()
         self.server.server_close()
 
-    def handle(self, path: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    def handle(self, path: str, body: bytes, authorization: str = "") -> tuple[int, dict[str, str], bytes]:
         request_id = str(uuid.uuid4())
         base = {"Content-Type": "application/json", "x-amzn-RequestId": request_id}
         if not path.startswith(PREFIX) or not path.split("?", 1)[0].endswith("/invocations"):
             return 404, {**base, "x-amzn-ErrorType": "UnknownOperationException"}, b'{"message":"unknown"}'
-        name = function_of(unquote(path[len(PREFIX) :].split("/", 1)[0]))
-        name = self.names.get(name, name)
+        requested = function_of(unquote(path[len(PREFIX) :].split("/", 1)[0]))
+        name = self.names.get(requested, requested)
+        denied = self._denied(authorization, requested)
+        if denied is not None:
+            return denied
         if name not in self.handlers.functions:
             msg = {"Type": "User", "message": f"Function not found: {name}"}
             return 404, {**base, "x-amzn-ErrorType": "ResourceNotFoundException"}, json.dumps(msg).encode()
@@ -102,6 +106,17 @@ class LocalLambda:
             return 400, bad, json.dumps(msg).encode()
         self.invocations += 1
         return self._run(name, event, request_id, base)
+
+    def _denied(self, authorization: str, requested: str) -> tuple[int, dict[str, str], bytes] | None:
+        """lambda:InvokeFunction checked against the caller's role (`local.iam`), if enforced."""
+        if self.iam is None:
+            return None
+        key = authorization.partition("Credential=")[2].split("/", 1)[0]
+        answer = self.iam.check_invoke(key, requested) if key else None
+        if answer is None:
+            return None
+        status, headers, out = answer
+        return int(status.split()[0]), dict(headers), out
 
     def _run(
         self, name: str, event: Any, request_id: str, base: dict[str, str]

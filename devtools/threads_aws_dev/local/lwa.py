@@ -106,7 +106,7 @@ def condition(name: str, conditions: Mapping[str, Any], params: Mapping[str, str
             return all(ev(x) for x in arg)
         if k == "Fn::Or":
             return any(ev(x) for x in arg)
-        if k == "Condition":
+        if k in ("Condition", "Fn::Condition"):  # `!Condition X` loads as Fn::Condition
             return ev(conditions[arg])
         raise ValueError(f"condition {name}: {k} is not evaluated locally")
 
@@ -254,6 +254,9 @@ class Streamed:
                 message = {**message, "headers": headers}
             await send(message)
 
+        from .iam import CURRENT
+
+        token = CURRENT.set(self.function)  # its AWS requests signed with its role (local.iam)
         try:
             await asyncio.wait_for(self.app(self.scope(), app_receive, app_send), self.timeout_s)
         except TimeoutError:
@@ -262,4 +265,6 @@ class Streamed:
             pass  # the client went away
         except Exception:
             log.exception("%s raised (API Gateway answers 502)", self.function)
+        finally:
+            CURRENT.reset(token)
         return started

@@ -122,6 +122,8 @@ def classify(environ: dict[str, Any], body: bytes) -> str:
         if action in DDB_ITEM_WRITES:
             return "ddb"
         return "read" if action in DDB_READS else "raw"
+    if service in ("iam", "sts"):  # the functions' roles: `local.iam` makes them on every start
+        return "read"
     if service == "sqs":
         action = _action(environ, body)
         if action in SQS_EFFECTS:
@@ -315,7 +317,11 @@ class DurableMoto:
         port: int = 0,
         fsync: bool = True,
         compact_min_bytes: int = COMPACT_MIN_BYTES,
+        wrap: Callable[[Any], Any] | None = None,
     ) -> None:
+        """`wrap` puts a WSGI middleware in front of the journal (`local.iam`'s checks: a
+        denied request is never journaled)."""
+        self.wrap = wrap
         self.host, self.port = host, port
         self.state = StateDir(state_dir, fsync=fsync)
         self.compact_min_bytes = compact_min_bytes
@@ -335,8 +341,9 @@ class DurableMoto:
         effects.install_sqs_hooks()
         self.app = DomainDispatcherApplication(create_backend_app)
         self.front = JournalingApp(self.app, self.state)
+        front = self.wrap(self.front) if self.wrap else self.front
         self._server = make_server(
-            self.host, self.port, self.front, threaded=True, request_handler=MotoRequestHandler
+            self.host, self.port, front, threaded=True, request_handler=MotoRequestHandler
         )
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
         self._thread.start()

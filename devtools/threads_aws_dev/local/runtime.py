@@ -66,7 +66,15 @@ class Handlers:
         )
 
     def invoke(self, logical_id: str, event: Any, request_id: str | None = None) -> Any:
-        return self.handler(logical_id)(event, self.context(logical_id, request_id))
+        """Run the handler as Lambda would, under the function's identity: with `local.iam`
+        active its AWS requests are signed with its own role's credentials."""
+        from .iam import CURRENT
+
+        token = CURRENT.set(logical_id)
+        try:
+            return self.handler(logical_id)(event, self.context(logical_id, request_id))
+        finally:
+            CURRENT.reset(token)
 
 
 def module_name(f: Function) -> str:

@@ -14,6 +14,7 @@ whose committed response is the record.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from typing import Any
@@ -63,7 +64,8 @@ class DeltaPublisher:
             self._parts[kind == "thinking"].append(text)
             self._changed = True
             if self._thread is None and self.threaded:
-                self._thread = threading.Thread(target=self._run, name="deltas", daemon=True)
+                ctx = contextvars.copy_context()  # this invocation's (local.iam signs as its function)
+                self._thread = threading.Thread(target=ctx.run, args=(self._run,), name="deltas", daemon=True)
                 self._thread.start()
         self._wake.set()
 

@@ -10,6 +10,7 @@ worker took the lease: stop at once and dispatch nothing more.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -90,7 +91,11 @@ class StepBase:
                 except Exception:  # noqa: BLE001 - a missed beat; the next one tries again
                     log.warning("lease heartbeat of %s failed", self.branch_id, exc_info=True)
 
-        t = threading.Thread(target=beat, name="lease-heartbeat", daemon=True)
+        # contextvars.copy_context: the beat belongs to this invocation (the local host signs its
+        # requests as the running function, local.iam)
+        t = threading.Thread(
+            target=contextvars.copy_context().run, args=(beat,), name="lease-heartbeat", daemon=True
+        )
         t.start()
         try:
             yield

@@ -18,6 +18,7 @@ but not concurrent: its `todos_updated` is ordered state; `ask_user` parks.
 
 from __future__ import annotations
 
+import contextvars
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import takewhile
 from typing import Any
@@ -103,7 +104,9 @@ class Parallel(StepBase):
                         not stopped and len(futures) < len(jobs) and len(futures) - recorded < MAX_IN_FLIGHT
                     ):
                         call, executor, tc = jobs[len(futures)]
-                        futures.append(pool.submit(run_one, executor, call.input, tc))
+                        # in this invocation's context (the local host's function identity)
+                        ctx = contextvars.copy_context()
+                        futures.append(pool.submit(ctx.run, run_one, executor, call.input, tc))
                     if recorded == len(futures):
                         return  # stopped: the rest never started
                     outs = [futures[recorded].result()]  # the earliest unrecorded call, in call order

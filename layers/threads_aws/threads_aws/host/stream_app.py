@@ -20,6 +20,7 @@ adapter's readiness check polls `GET /`; a 404 counts as ready).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import re
 import threading
@@ -160,7 +161,10 @@ class StreamApp:
             finally:
                 loop.call_soon_threadsafe(queue.put_nowait, None)
 
-        producer = threading.Thread(target=produce, name="run-stream", daemon=True)
+        # in this invocation's context (the local host signs its reads as the function, local.iam)
+        producer = threading.Thread(
+            target=contextvars.copy_context().run, args=(produce,), name="run-stream", daemon=True
+        )
         producer.start()
         watcher = asyncio.ensure_future(_until_disconnect(receive))
         watcher.add_done_callback(lambda _: sub.stop())
