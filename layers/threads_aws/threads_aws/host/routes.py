@@ -42,7 +42,7 @@ def _subscribe(h: Host, r: Request) -> dict[str, Any]:
     from . import sse
     from .live import options
 
-    opts = options(r.query, r.header("Last-Event-ID"))  # an unknown format is refused first
+    opts = options(r.query, r.header("Last-Event-ID"))  # a bad parameter is refused first
     window = sse.Window.from_env(remaining_ms=r.remaining_ms)
     if opts.format != "native":
         from . import sse_formats
@@ -57,7 +57,7 @@ def _subscribe(h: Host, r: Request) -> dict[str, Any]:
             r.who(),
             r.thread_id,
             r.uuid_param("run_id") or "",
-            cursor=sse.resume_cursor(r.header("Last-Event-ID"), r.query.get("after_seq")),
+            cursor=opts.cursor,
             window=window,
         )
     return {
