@@ -308,6 +308,25 @@ def test_a_refused_query_parameter_is_never_not_found_and_names_the_parameter(
     assert load_handler(name)(ev, CONTEXT)["statusCode"] == 200
 
 
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"reason": 5}', "body.reason"),
+        ('{"colour": 1}', "body"),
+        ("[]", "body"),
+        ('{"reason": "a", "reason": "b"}', "duplicate"),
+    ],
+)
+def test_a_cancel_body_is_validated_like_every_other(env, body, says):
+    _, run = call(env, "start_run")
+    path = {"thread_id": run["thread_id"]}
+    status, out = call(env, "cancel", pathParameters=path, body=body)
+    assert (status, out["error"]["code"]) == (403, "forbidden") and says in out["error"]["message"]
+    status, out = call(env, "cancel", pathParameters=path, body='{"reason": "enough"}')
+    assert status == 200 and set(out) == {"event_id"}
+
+
 def test_no_principal_is_unauthenticated(env):
     ev = sample("cancel")
     ev["requestContext"].pop("authorizer")
