@@ -98,6 +98,9 @@ def test_router_prefers_literals_then_params_then_greedy() -> None:
     route, params = router.match("GET", "/a/b/c")  # type: ignore[misc]
     assert (route.function, params) == ("C", {"proxy": "a/b/c"})
     assert router.match("GET", "/") is None
+    # ANY is API Gateway's seven methods: another method matches no route at all
+    assert router.match("PATCH", "/things/1")[0].function == "D"  # type: ignore[index]
+    assert router.match("BREW", "/things/1") is None and router.match("PROPFIND", "/a") is None
 
 
 def test_handler_modules_are_distinct(fixture_template: Path) -> None:
