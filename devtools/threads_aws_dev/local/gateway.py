@@ -8,7 +8,7 @@ call the handler and turn its proxy response into HTTP. Failures are API Gateway
 responses, customised by the Api's `GatewayResponses` exactly as a deployment would be:
 
   no route (path or method)           MISSING_AUTHENTICATION_TOKEN  403 (REST APIs say this, not 404;
-                                                                        ANY is the 7 METHODS only)
+                                                                        ANY takes any method token)
   body over 10 MB                     REQUEST_TOO_LARGE             413 (before routing)
   request line + header values > 10 KB  REQUEST_TOO_LARGE           413 (local.asgi; before routing)
   over the stage's throttle           THROTTLED                     429 (MethodSettings "/*" "*")
@@ -56,9 +56,6 @@ from .sam import ACCOUNT, Api, ApiRoute, Authorizer, Template
 log = logging.getLogger("threads_aws_dev.local")
 
 MAX_REQUEST = 10 * 1024 * 1024  # API Gateway's payload limit
-# The methods an API Gateway REST resource can have (AWS::ApiGateway::Method HttpMethod); ANY is
-# any of these. Another method (BREW, PROPFIND) matches no route: "no route", not ANY's 405.
-METHODS = frozenset({"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"})
 MAX_INVOKE_REQUEST = 6_291_456  # Lambda's synchronous invoke payload ("smaller than 6291456 bytes")
 MAX_RESPONSE = 6_291_556  # Lambda's synchronous response payload (ResponseSizeTooLarge)
 
@@ -186,7 +183,7 @@ class Router:
     def match(self, method: str, path: str) -> tuple[ApiRoute, dict[str, str]] | None:
         segs = [unquote(s) for s in path.strip("/").split("/")] if path.strip("/") else []
         for c in self._routes:
-            if c.route.method != method and (c.route.method != "ANY" or method not in METHODS):
+            if c.route.method not in (method, "ANY"):
                 continue
             params = _match(c, segs)
             if params is not None:
