@@ -165,6 +165,60 @@ def test_forged_or_stale_signature_is_401_and_writes_nothing(env):
     assert queued(aws, aws.resources.inbox_queue_url) == []
 
 
+def _deep(levels: int) -> bytes:
+    return b'{"team_id":"T1","x":' + b"[" * levels + b"]" * levels + b"}"
+
+
+@pytest.mark.parametrize(
+    "provider, body",
+    [
+        ("slack", _deep(3_000)),  # Events API JSON, no signature at all
+        ("slack", b"payload=" + b"%5B" * 3_000),  # interactivity: a url-encoded form
+        ("whatsapp", b'{"object":"whatsapp_business_account","entry":' + b"[" * 5_000 + b"]" * 5_000 + b"}"),
+    ],
+    ids=["slack-json", "slack-form", "whatsapp"],
+)
+def test_a_deeply_nested_body_is_401_before_any_parse(env, provider, body):
+    aws, svc = env
+    before = state_items(aws)
+    out = post(svc, fs.Signed(body=body, headers={}), provider=provider, channel=provider)
+    err = json.loads(out["body"])["error"]
+    assert out["statusCode"] == 401 and err["code"] == "unverified" and "levels" in err["message"]
+    assert state_items(aws) == before
+    assert queued(aws, aws.resources.inbox_queue_url) == []
+
+
+def test_a_signed_body_over_the_bounds_is_refused_and_a_normal_one_still_lands(env):
+    from threads_aws.channels import bounds
+
+    aws, svc = env
+    deep = fs.signed_json(SECRET, json.loads(_deep(bounds.MAX_DEPTH + 1)), timestamp=NOW_S)
+    assert post(svc, deep)["statusCode"] == 401
+    big = fs.event_callback(
+        fs.message_event("C1", "U1", "x" * bounds.MAX_BODY_BYTES, "1790000000.000100"),
+        team_id="T1",
+        event_id="Ev1",
+        event_time=NOW_S,
+    )
+    out = post(svc, fs.signed_json(SECRET, big, timestamp=NOW_S))
+    assert out["statusCode"] == 401 and "bytes" in json.loads(out["body"])["error"]["message"]
+    assert Inbox(aws.ddb, aws.resources.state_table).all_rows() == []
+    # Within the bounds (a dozen levels, like Slack's rich-text blocks), a signed body lands.
+    nested = fs.message_event("C1", "U1", "hello", "1790000000.000100")
+    nested["blocks"] = json.loads("[" * 12 + '{"type":"rich_text"}' + "]" * 12)
+    doc = fs.event_callback(nested, team_id="T1", event_id="Ev1", event_time=NOW_S)
+    assert post(svc, fs.signed_json(SECRET, doc, timestamp=NOW_S))["statusCode"] == 200
+    assert len(Inbox(aws.ddb, aws.resources.state_table).all_rows()) == 1
+
+
+def test_depth_skips_brackets_inside_strings():
+    from threads_aws.channels.bounds import depth
+
+    assert depth(b'{"a":"[[[[{{{{\\"x\\"]]"}') == 1
+    assert depth(b"[[1],[2,[3]]]") == 3
+    assert depth(b"") == 0
+
+
 def test_unknown_channel_other_provider_and_get_without_challenge_are_404(env):
     aws, svc = env
     assert post(svc, slack_message(), channel="teams")["statusCode"] == 404

@@ -173,6 +173,8 @@ def test_cancel_a_working_run_from_the_page(page: Any):
     branch = re.search(r"/b/([^/]+)/r/", page.url)
     assert branch
     cancel.click()
+    # The cancel must land while the run works: a cancel after the run ended is a no-op answer.
+    expect(page.get_by_text("Cancel requested.")).to_be_visible()
     release(branch.group(1))  # the demo model answers; the worker then finds the cancel
     expect(page.get_by_text(re.compile(r"^finished: "))).to_be_visible(timeout=30_000)
     expect(page.get_by_role("list", name="Timeline")).to_contain_text("cancelled")

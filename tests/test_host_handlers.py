@@ -262,6 +262,71 @@ def test_malformed_ids_on_routes_without_invalid_request_are_not_found(env):
     assert (status, out["error"]["code"]) == (404, "not_found")
 
 
+@pytest.mark.parametrize(
+    "name, query, headers, param",
+    [
+        ("get_timeline", {"limit": "0"}, {}, "limit"),
+        ("get_timeline", {"limit": "abc"}, {}, "limit"),
+        ("get_timeline", {"after_seq": "-1"}, {}, "after_seq"),
+        ("list_fork_points", {"limit": "10001"}, {}, "limit"),
+        ("subscribe_run", {"after_seq": "-1"}, {}, "after_seq"),
+        ("subscribe_run", {"format": "xxx"}, {}, "format"),
+        ("subscribe_run", {"thinking": "maybe"}, {}, "thinking"),
+        ("subscribe_run", {"through_parks": "2"}, {}, "through_parks"),
+        ("subscribe_run", {}, {"Last-Event-ID": "junk"}, "Last-Event-ID"),
+        ("subscribe_run", {"format": "craze"}, {"Last-Event-ID": "3.x"}, "Last-Event-ID"),
+        ("list_threads", {"limit": "0"}, {}, "limit"),
+        ("list_threads", {"before": "nope"}, {}, "before"),
+    ],
+)
+def test_a_refused_query_parameter_is_never_not_found_and_names_the_parameter(
+    env, name, query, headers, param
+):
+    # A route that declares invalid_request answers it; one that does not (the subscription, the
+    # timeline, fork points) answers 403 forbidden, never 404 (read as "no such thread").
+    _, run = call(env, "start_run")
+    ev = sample(name)
+    if "thread_id" in (ev.get("pathParameters") or {}):
+        ev["pathParameters"] = {**ev["pathParameters"], "thread_id": run["thread_id"]}
+        if "run_id" in ev["pathParameters"]:
+            ev["pathParameters"]["run_id"] = run["run_id"]
+    ev["queryStringParameters"] = query
+    ev["headers"] = {**(ev.get("headers") or {}), **headers}
+    out = load_handler(name)(ev, CONTEXT)
+    err = json.loads(out["body"])["error"]
+    from threads_aws.host.routes import ROUTES
+
+    op = {"list_threads": "listThreads", "get_timeline": "getTimeline"}.get(name)
+    op = op or {"list_fork_points": "listForkPoints", "subscribe_run": "subscribeRun"}[name]
+    want = (400, "invalid_request") if "invalid_request" in ROUTES[op][0] else (403, "forbidden")
+    assert (out["statusCode"], err["code"]) == want and param in err["message"]
+    # the same request with valid parameters reads the thread
+    ev["queryStringParameters"], ev["headers"] = (
+        {},
+        {k: v for k, v in ev["headers"].items() if k not in headers},
+    )
+    assert load_handler(name)(ev, CONTEXT)["statusCode"] == 200
+
+
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"reason": 5}', "body.reason"),
+        ('{"colour": 1}', "body"),
+        ("[]", "body"),
+        ('{"reason": "a", "reason": "b"}', "duplicate"),
+    ],
+)
+def test_a_cancel_body_is_validated_like_every_other(env, body, says):
+    _, run = call(env, "start_run")
+    path = {"thread_id": run["thread_id"]}
+    status, out = call(env, "cancel", pathParameters=path, body=body)
+    assert (status, out["error"]["code"]) == (403, "forbidden") and says in out["error"]["message"]
+    status, out = call(env, "cancel", pathParameters=path, body='{"reason": "enough"}')
+    assert status == 200 and set(out) == {"event_id"}
+
+
 def test_no_principal_is_unauthenticated(env):
     ev = sample("cancel")
     ev["requestContext"].pop("authorizer")

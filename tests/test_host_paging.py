@@ -80,7 +80,7 @@ def test_pages_by_bytes_and_by_limit_cover_the_timeline_once(timeline: dict[str,
 def test_malformed_page_parameters(query: dict[str, str]) -> None:
     with pytest.raises(ApiError) as exc:
         paging.page_params(query)
-    assert exc.value.code == "invalid_request"  # dispatch answers it not_found on this route
+    assert exc.value.code == "invalid_request"  # dispatch answers it 403 forbidden on this route
 
 
 def test_fork_points_page_the_same_way() -> None:

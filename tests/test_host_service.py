@@ -18,6 +18,7 @@ from helpers.host import (
     start,
     types,
 )
+from threads_aws.core.canonical import new_uuid7
 from threads_aws.core.errors import LogError
 from threads_aws.host.errors import ApiError
 from threads_aws.host.principal import Principal
@@ -228,10 +229,11 @@ def test_control_retries_a_lost_race(host, monkeypatch):
     monkeypatch.setattr(host.store, "append", racing)
     host.cancel(ALICE, run["thread_id"], None)
     assert calls["n"] == 2
+    other = start(host)  # `run`'s barrier now stands: a second cancel there appends nothing
     monkeypatch.setattr(
         host.store, "append", lambda *a, **kw: (_ for _ in ()).throw(LogError("seq_conflict", 3))
     )
-    assert code_of(host.cancel, ALICE, run["thread_id"], None) == "branch_busy"
+    assert code_of(host.cancel, ALICE, other["thread_id"], None) == "branch_busy"
 
 
 # ------------------------------------------------------------------ questions
@@ -300,6 +302,40 @@ def test_resolve_parked(host):
 
 
 # ------------------------------------------------------------------ cancel, settings, mode
+def test_cancel_with_no_open_run_is_a_no_op_and_the_thread_stays_usable(host, aws):
+    from helpers.engine import make_ctx
+    from helpers.engine import run as advance
+
+    run = host.start_run(ALICE, {"agent": "demo", "input": "hello"}, new_uuid7())
+    assert advance(make_ctx(aws), run["branch_id"]).state == "idle"
+    queued(aws)
+    before = host.writer.load(run["branch_id"]).fold.events
+    for _ in range(3):  # the run finished: nothing to cancel, nothing appended, no wake
+        out = host.cancel(ALICE, run["thread_id"], None)
+        assert out == {"event_id": before[-1]["event_id"]}
+    assert host.writer.load(run["branch_id"]).fold.events == before and queued(aws) == []
+    # the thread is not final: the next run is accepted and completes
+    again = host.start_run(
+        ALICE, {"agent": "demo", "input": "again", "thread_id": run["thread_id"]}, new_uuid7()
+    )
+    assert advance(make_ctx(aws), again["branch_id"]).state == "idle"
+    assert host.writer.load(again["branch_id"]).fold.status() == "idle"
+    # a run that IS cancelled: one barrier however many cancels, then the thread is cancelled
+    third = host.start_run(
+        ALICE, {"agent": "demo", "input": "third", "thread_id": run["thread_id"]}, new_uuid7()
+    )
+    first = host.cancel(ALICE, run["thread_id"], None, {"reason": "enough"})
+    assert host.cancel(ALICE, run["thread_id"], None) == first  # the barrier already stands
+    assert advance(make_ctx(aws), third["branch_id"]).state == "idle"
+    f = host.writer.load(third["branch_id"]).fold
+    assert [e["type"] for e in f.events].count("cancel_requested") == 1
+    assert f.events[f.last_cancel_seq - 1]["data"] == {"scope": "thread", "reason": "enough"}
+    assert f.status() == "cancelled"
+    n = len(f.events)
+    assert host.cancel(ALICE, run["thread_id"], None) == first  # after: still a no-op
+    assert len(host.writer.load(third["branch_id"]).fold.events) == n
+
+
 def test_cancel(host, aws):
     run = start(host)
     queued(aws)

@@ -194,18 +194,23 @@ def test_failures_are_the_route_s_json_errors(app, host):
     assert got.status == 404
     got = call(app, events_path({**run, "thread_id": "not-a-uuid"}))
     assert got.status == 404
+    # A refused parameter is 403 forbidden naming it (the route declares no invalid_request),
+    # never 404, which reads as "no such thread".
     got = call(app, events_path(run), query="format=xml")
-    assert got.status == 404 and "format" in got.json()["error"]["message"]
+    assert got.status == 403 and "format" in got.json()["error"]["message"]
     for bad in ("x", "-1", "1.5", "9" * 17, "9007199254740992", "²"):
         got = call(app, events_path(run), query=f"after_seq={bad}")  # the contract's Int
-        assert got.status == 404 and "after_seq" in got.json()["error"]["message"], bad
+        assert got.status == 403 and "after_seq" in got.json()["error"]["message"], bad
     for name in ("thinking", "through_parks"):  # the contract's booleans (schemathesis: -15604)
         for bad in ("-15604", "yes", "TRUE", ""):
             got = call(app, events_path(run), query=f"{name}={bad}")
-            assert got.status == 404 and name in got.json()["error"]["message"], (name, bad)
+            assert got.status == 403 and name in got.json()["error"]["message"], (name, bad)
     got = call(app, events_path(run), query="format=craze&after_seq=3.1")  # a mapper id
     assert got.status == 200
-    got = call(app, events_path(run), headers={"Last-Event-ID": "junk"})  # a header stays lenient
+    got = call(app, events_path(run), headers={"Last-Event-ID": "junk"})  # never "from the start"
+    assert got.status == 403 and got.json()["error"]["code"] == "forbidden"
+    assert "Last-Event-ID" in got.json()["error"]["message"]
+    got = call(app, events_path(run), headers={"Last-Event-ID": " 1"})  # SSE's leading space
     assert got.status == 200
     assert call(app, "/").status == 404  # the adapter's readiness check: answered at once
 

@@ -98,6 +98,10 @@ def test_router_prefers_literals_then_params_then_greedy() -> None:
     route, params = router.match("GET", "/a/b/c")  # type: ignore[misc]
     assert (route.function, params) == ("C", {"proxy": "a/b/c"})
     assert router.match("GET", "/") is None
+    # ANY takes any method token, an unknown one too (the README: 405 + Allow on a /v1 path)
+    assert router.match("PATCH", "/things/1")[0].function == "D"  # type: ignore[index]
+    assert router.match("BREW", "/things/1")[0].function == "D"  # type: ignore[index]
+    assert router.match("TRACE", "/a")[0].function == "C"  # type: ignore[index]
 
 
 def test_handler_modules_are_distinct(fixture_template: Path) -> None:

@@ -115,6 +115,38 @@ def test_a_trickling_request_head_is_dropped(url: str) -> None:
         assert time.monotonic() - started < 5
 
 
+def test_a_header_trickle_is_dropped_read_timeout_after_the_head_began(url: str) -> None:
+    # slowloris: each header line well inside the read timeout, the head never finished. The
+    # deadline counts from the head's first byte, so the server closes long before 40 lines.
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        sent = 0
+        try:
+            for _ in range(40):
+                time.sleep(READ_TIMEOUT / 4)
+                s.sendall(b"X-Slow: a\r\n")
+                sent += 1
+            s.settimeout(READ_TIMEOUT * 4)
+            closed = s.recv(100) == b""
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+        assert closed and sent < 40, sent
+
+
+@pytest.mark.parametrize("extra, status", [(10_240, 413), (9_000, 404)])
+def test_a_head_over_api_gateway_s_10_kb_is_413(url: str, extra: int, status: int) -> None:
+    # API Gateway (REST): request line + header values at most 10,240 bytes, refused as a
+    # request too large; just under it the request is routed (/health has GET only: 404 for HEAD
+    # in the fixture, here a GET of an unknown path).
+    raw = raw_request(
+        url, b"GET /nothing HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * extra + b"\r\nConnection: close\r\n\r\n"
+    )
+    assert status_and_body(raw)[0] == status, raw[:200]
+    if status == 413:
+        assert b"RequestTooLargeException" in raw
+
+
 def test_a_stalled_body_is_408(url: str) -> None:
     raw = raw_request(
         url, b"POST /things HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nContent-Length: 10\r\n\r\n{}"

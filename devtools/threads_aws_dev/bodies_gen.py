@@ -23,6 +23,7 @@ BODIES = (
     "ModeChange",
     "ForkRequest",
     "SteerRequest",  # ours (add-only): the served contract's additions
+    "CancelRequest",
     "StopRequest",
 )
 _HOST = Path(__file__).resolve().parents[2] / "layers" / "threads_aws" / "threads_aws" / "host"

@@ -5,6 +5,8 @@ h11's; this app only turns one ASGI request into a `gateway.Request`, runs `Gate
 thread pool (handlers are synchronous and an SSE window holds its thread for up to its wait), and
 sends the buffered response. Bounds a client cannot outlast:
 
+- the head: a request line plus header values over API Gateway's 10,240 bytes is answered
+  REQUEST_TOO_LARGE (413), the body drained first as below;
 - the body: over API Gateway's 10 MB it is drained (up to DRAIN_LIMIT, so the client reads the
   answer rather than a reset) and answered REQUEST_TOO_LARGE by the gateway;
 - time: a body whose next chunk takes longer than `read_timeout` is answered 408 and the
@@ -35,6 +37,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 DRAIN_LIMIT = 64 * 1024 * 1024
+# API Gateway (REST) quota: "total combined size of request line and header values", 10,240 bytes,
+# not adjustable. Over it the request never reaches an authorizer or integration; it is refused
+# as a request too large (REQUEST_TOO_LARGE, 413: our template's too_large ErrorBody).
+MAX_HEAD = 10_240
 READ_TIMEOUT_S = 30.0
 THREADS = 64  # concurrent requests in handlers (SSE windows hold one each)
 _HOP = {b"content-length", b"connection", b"transfer-encoding", b"keep-alive"}
@@ -42,6 +48,15 @@ _HOP = {b"content-length", b"connection", b"transfer-encoding", b"keep-alive"}
 
 def _title(name: str) -> str:
     return "-".join(p[:1].upper() + p[1:] for p in name.split("-"))
+
+
+def head_size(scope: Scope) -> int:
+    """The request line plus the header values, as API Gateway's quota counts them."""
+    target = scope.get("raw_path", scope["path"].encode())
+    if scope.get("query_string"):
+        target += b"?" + scope["query_string"]
+    line = len(scope["method"]) + 1 + len(target) + len(" HTTP/") + len(scope.get("http_version", "1.1"))
+    return line + sum(len(v) for _, v in scope["headers"])
 
 
 def error_body(code: str, message: str) -> bytes:
@@ -84,7 +99,7 @@ class GatewayApp:
             return
         except ConnectionResetError:
             return  # the client went away mid-body
-        if too_large:
+        if too_large or head_size(scope) > MAX_HEAD:
             resp = self.gateway.reject("REQUEST_TOO_LARGE", Request(method, path, query))
             resp.headers.append(("Connection", "close"))
         else:

@@ -7,8 +7,10 @@ Allow the method ARN; its context becomes `requestContext.authorizer`), build th
 call the handler and turn its proxy response into HTTP. Failures are API Gateway's gateway
 responses, customised by the Api's `GatewayResponses` exactly as a deployment would be:
 
-  no route (path or method)           MISSING_AUTHENTICATION_TOKEN  403 (REST APIs say this, not 404)
+  no route (path or method)           MISSING_AUTHENTICATION_TOKEN  403 (REST APIs say this, not 404;
+                                                                        ANY takes any method token)
   body over 10 MB                     REQUEST_TOO_LARGE             413 (before routing)
+  request line + header values > 10 KB  REQUEST_TOO_LARGE           413 (local.asgi; before routing)
   over the stage's throttle           THROTTLED                     429 (MethodSettings "/*" "*")
   identity source missing             UNAUTHORIZED                  401 (authorizer not called)
   authorizer raises "Unauthorized"    UNAUTHORIZED                  401

@@ -5,9 +5,12 @@ listen backlog of BACKLOG; `serve_in_thread` runs uvicorn's event loop on it; `s
 accepting, lets requests in flight finish for up to GRACE_S, and returns.
 
 uvicorn closes an idle keep-alive connection, but has no timeout before the first request or
-while its head trickles in: `_Protocol` arms the same timer when a connection opens and after
-every chunk that leaves a request head incomplete, so a client that connects and sends nothing
-(or a byte at a time) is dropped after `read_timeout`. A request h11 cannot parse (a
+while its head trickles in: `_Protocol` arms the same timer when a connection opens and keeps it
+armed while a request head is incomplete, counted from when that head began (not from the last
+chunk), so a client that connects and sends nothing, or a header line every few seconds
+(slowloris), is dropped `read_timeout` after it started. A head over API Gateway's 10,240 bytes
+is answered by `asgi` (413, as deployed); one over MAX_HEAD_BYTES never completes in h11 and is
+the 400 below. A request h11 cannot parse (a
 Content-Length of -1 or "abc", a bad chunk size) is answered at once with 400 and the contract's
 ErrorBody, and the connection closed.
 """
@@ -28,25 +31,35 @@ from .gateway import Gateway
 
 BACKLOG = 1024
 GRACE_S = 5
+MAX_HEAD_BYTES = 64 * 1024  # h11's buffer for one head; API Gateway's own limit (10 KB) is asgi's
 
 
 class _Protocol(H11Protocol):
     read_timeout: float = READ_TIMEOUT_S
+    _head_since: float | None = None  # when the request head now awaited began (None: not awaited)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._head_since = self.loop.time()
         self._arm()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         if self.cycle is None or self.cycle.response_complete:  # still no complete request head
+            if self._head_since is None:  # the first bytes of the next head on this connection
+                self._head_since = self.loop.time()
             if not self.transport.is_closing():
                 self._arm()
+        else:
+            self._head_since = None
 
     def _arm(self) -> None:
+        # The deadline counts from when the head began, never from the latest chunk: a client
+        # sending a header line every few seconds is dropped read_timeout after it started.
         self._unset_keepalive_if_required()
-        handler = self.timeout_keep_alive_handler
-        self.timeout_keep_alive_task = self.loop.call_later(self.read_timeout, handler)
+        since = self._head_since if self._head_since is not None else self.loop.time()
+        left = max(0.0, since + self.read_timeout - self.loop.time())
+        self.timeout_keep_alive_task = self.loop.call_later(left, self.timeout_keep_alive_handler)
 
     def send_400_response(self, msg: str) -> None:
         body = error_body("invalid_request", f"not a valid HTTP request: {msg}")
@@ -75,6 +88,7 @@ class LocalServer:
             access_log=False,
             backlog=BACKLOG,
             timeout_keep_alive=5,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
             timeout_graceful_shutdown=GRACE_S,
             server_header=False,
             date_header=True,

@@ -3,6 +3,8 @@ inbox write: channel → adapter → verify → parse → the batch to insert �
 
 Order of checks (semantics.md §5): unknown channel → ``UnknownChannel`` (404); a signature that
 does not verify → ``Unverified`` (401), decided before anything is parsed for content or stored.
+A body over the bounds of `channels.bounds` (size, nesting depth) is ``Unverified`` too, before
+any parse: no provider sends one, and the parse that finds the installation would recurse on it.
 The installation ids the unverified body names only select which secrets to try. Each item is
 kept only if ITS installation's secret verified the bytes, so a holder of one installation's
 secret cannot inject items into another's tenant through a multi-entry batch. A body that names
@@ -17,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import adapter_for
+from .bounds import refusal
 from .errors import UnknownChannel, Unverified
 from .installations import Installation, Installations
 from .model import ChannelAdapter, Delivery, HttpResponse, InboxItem, WebhookRequest
@@ -77,6 +80,9 @@ def receive(
     """POST: verify and parse one webhook. Raises UnknownChannel or Unverified. ``adapter``
     overrides the provider's (the conformance runner's fake verifying adapter)."""
     insts = _installs(channel, installations)
+    why = refusal(request.body)
+    if why is not None:  # before any parse: the adapters parse to find the installation
+        raise Unverified(why + "; nothing was verified or stored")
     adapter = adapter or adapter_for(insts[0].provider)
     claimed = adapter.claimed_installations(request)
     if claimed:

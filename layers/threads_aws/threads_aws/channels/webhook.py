@@ -5,7 +5,8 @@ Order (semantics.md §5, Channels): the path and the channel first (a path of an
 channel no enabled installation uses, or one of another provider than this function's → 404
 ``not_found``); GET → the adapter's challenge (200 echo, 401 ``unverified``, 404 when the
 provider has none); POST → `intake.receive` (verify on the raw bytes: a forged or stale signature
-is 401 ``unverified`` with nothing stored), then `accept.accept` (the batch durable), then the
+is 401 ``unverified`` with nothing stored; so is a body over `bounds` (size, nesting depth),
+refused before any parse), then `accept.accept` (the batch durable), then the
 adapter's ack. A secret or agent the deployment cannot resolve is a 503 and the provider
 redelivers: nothing verified is dropped.
 

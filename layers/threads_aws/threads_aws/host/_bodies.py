@@ -400,6 +400,24 @@ def validate_ApprovalDecision(x):
     return x
 
 
+def validate_CancelRequest(x):
+    if not (isinstance(x, dict)):
+        raise SchemaError('', 'must be object')
+    n93 = 0
+    if 'reason' in x:
+        n93 += 1
+        v94 = x['reason']
+        if not (isinstance(v94, str) and v94 and len(v94) <= 1000):
+            if not isinstance(v94, str):
+                raise SchemaError('.reason', 'must be string')
+            if not v94:
+                raise SchemaError('.reason', 'must be longer than or equal to 1 characters')
+            raise SchemaError('.reason', 'must be shorter than or equal to 1000 characters')
+    if len(x) != n93:
+        raise SchemaError('', 'must not contain ' + str(sorted(set(x) - _K30)) + ' properties')
+    return x
+
+
 def validate_ForkRequest(x):
     if not (isinstance(x, dict)):
         raise SchemaError('', 'must be object')
@@ -618,17 +636,17 @@ def validate_SteerRequest(x):
 def validate_StopRequest(x):
     if not (isinstance(x, dict)):
         raise SchemaError('', 'must be object')
-    n93 = 0
+    n95 = 0
     if 'reason' in x:
-        n93 += 1
-        v94 = x['reason']
-        if not (isinstance(v94, str) and v94 and len(v94) <= 1000):
-            if not isinstance(v94, str):
+        n95 += 1
+        v96 = x['reason']
+        if not (isinstance(v96, str) and v96 and len(v96) <= 1000):
+            if not isinstance(v96, str):
                 raise SchemaError('.reason', 'must be string')
-            if not v94:
+            if not v96:
                 raise SchemaError('.reason', 'must be longer than or equal to 1 characters')
             raise SchemaError('.reason', 'must be shorter than or equal to 1000 characters')
-    if len(x) != n93:
+    if len(x) != n95:
         raise SchemaError('', 'must not contain ' + str(sorted(set(x) - _K30)) + ' properties')
     return x
 
@@ -642,5 +660,6 @@ BODY_VALIDATORS = {
     'ModeChange': validate_ModeChange,
     'ForkRequest': validate_ForkRequest,
     'SteerRequest': validate_SteerRequest,
+    'CancelRequest': validate_CancelRequest,
     'StopRequest': validate_StopRequest,
 }

@@ -139,10 +139,40 @@ class Controls(Authority):
         return self._appended(lines)
 
     # ------------------------------------------------------------------ cancel, settings, mode
-    def cancel(self, principal: Principal, thread_id: str, branch_id: str | None) -> dict[str, str]:
+    def cancel(
+        self,
+        principal: Principal,
+        thread_id: str,
+        branch_id: str | None,
+        body: Mapping[str, Any] | None = None,
+    ) -> dict[str, str]:
+        """Append the thread-scoped barrier while a run is open (a turn or a park). With no open
+        run, or a barrier already standing (not yet `cancelled`), it is a no-op answer: nothing
+        is appended and `event_id` names the standing barrier, else the thread's latest
+        `cancel_requested`, else the branch's last event. So repeated cancels never grow the
+        log, and a cancel after a run ended never makes the thread final (semantics §4: a
+        thread/tree `cancelled` is final; only one that cancelled work is written)."""
         rec = self._branch(principal, thread_id, branch_id)
-        barrier = [lambda _: Draft("cancel_requested", {"scope": "thread"}, user(principal))]
-        lines = self._control(rec, lambda view: self._commit(view, barrier))
+        data: dict[str, Any] = {"scope": "thread"}
+        if body and body.get("reason"):
+            data["reason"] = body["reason"]
+        barrier = [lambda _: Draft("cancel_requested", data, user(principal))]
+        standing: list[str] = []
+
+        def decide(view: View) -> list[StoredLine]:
+            f = view.fold
+            last_cancel = f.events[f.last_cancel_seq - 1]["event_id"] if f.last_cancel_seq else None
+            if last_cancel is not None and last_cancel not in f.cancels_settled:
+                standing[:] = [last_cancel]  # the barrier stands; the worker is settling it
+                return []
+            if not (f.turn_open or f.parked):
+                standing[:] = [last_cancel or f.events[-1]["event_id"]]
+                return []
+            return self._commit(view, barrier)
+
+        lines = self._control(rec, decide)
+        if not lines:
+            return {"event_id": standing[0]}
         self._wake(rec.branch_id, "cancel")
         return self._appended(lines)
 

@@ -17,3 +17,17 @@ def invalid(message: str) -> ApiError:
 
 def not_found(message: str = "not found") -> ApiError:
     return ApiError("not_found", message)
+
+
+class BadParameter(ApiError):
+    """A query parameter (or a resume header) outside what the route accepts: invalid_request
+    where the route declares it; on a route that does not (the run subscription, the timeline,
+    fork points) `http.dispatch` answers 403 forbidden naming the parameter, never not_found,
+    which would read as "no such thread"."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("invalid_request", message)
+
+
+def bad_param(message: str) -> BadParameter:
+    return BadParameter(message)

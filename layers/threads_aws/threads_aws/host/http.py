@@ -19,7 +19,7 @@ import orjson
 from ..core.errors import LogError
 from ..store.records import NotFound
 from . import _bodies, limits
-from .errors import ApiError, invalid
+from .errors import ApiError, BadParameter, invalid
 from .principal import Principal
 
 log = logging.getLogger("threads_aws.host")
@@ -175,11 +175,12 @@ def dispatch(
     A line the writer refused because of the body (`invalid_line`: too large or too deep to
     record) is the body's `invalid_request`, naming the field (`limits.blame`)."""
     req: Request | None = None
+    exc_seen: Exception | None = None
     try:
         req = Request.of(event, context)
         return call(req)
     except ApiError as exc:
-        code, message = exc.code, exc.message
+        code, message, exc_seen = exc.code, exc.message, exc
     except LogError as exc:
         named = limits.blame(req.parsed, exc) if req is not None else None
         code, message = (named.code, named.message) if named is not None else (exc.code, exc.message)
@@ -189,8 +190,11 @@ def dispatch(
         log.exception("unhandled error")
         return response(500, {"error": {"code": "internal", "message": "internal error"}})
     if code == "invalid_request" and code not in codes:
-        # A malformed id on a route without invalid_request names nothing that exists.
-        code = "not_found"
+        # A malformed id on a route without invalid_request names nothing that exists; a query
+        # parameter (or Last-Event-ID) the route refuses is the nearest code the route declares
+        # that does not claim the thread is gone: 403, "understood and refused", with the
+        # parameter named in the message (RFC 9110 §15.5.4).
+        code = "forbidden" if isinstance(exc_seen, BadParameter) else "not_found"
     if code not in codes:
         log.error("route answered %s, which is not among its x-error-codes: %s", code, message)
         return response(500, {"error": {"code": "internal", "message": "internal error"}})

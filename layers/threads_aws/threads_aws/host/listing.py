@@ -26,7 +26,7 @@ from ..core.fold import Fold
 from ..store.branches import BranchRecord
 from ..store.index import ThreadRecord, valid_cursor
 from .base import HIDDEN, NOT_RUNNABLE, HostBase
-from .errors import invalid
+from .errors import bad_param
 from .principal import Principal
 
 DEFAULT_LIMIT = 50
@@ -39,11 +39,11 @@ def list_params(query: Mapping[str, str]) -> tuple[int, str | None]:
     limit = DEFAULT_LIMIT
     if raw is not None:
         if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-            raise invalid(f"query parameter limit must be an integer in 1..{MAX_LIMIT}")
+            raise bad_param(f"query parameter limit must be an integer in 1..{MAX_LIMIT}")
         limit = int(raw)
     before = query.get("before")
     if before is not None and not valid_cursor(before):
-        raise invalid("query parameter before must be a cursor from a previous page's Link")
+        raise bad_param("query parameter before must be a cursor from a previous page's Link")
     return limit, before
 
 

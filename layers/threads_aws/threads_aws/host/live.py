@@ -100,19 +100,26 @@ class Options:
 
 
 def options(query: Mapping[str, str], last_event_id: str | None) -> Options:
-    """A format outside FORMATS is `invalid_request` (mapped to not_found on this route, which has
-    no invalid_request: see `http.dispatch`); a bad cursor replays from the start, as ever."""
-    from .errors import invalid
+    """The subscription's query and Last-Event-ID, each checked before anything is read: a
+    format outside FORMATS, an after_seq or Last-Event-ID that is not an id this stream sends
+    (the seq, an Int; "<seq>" or "<seq>.<k>" for craze/ag-ui) and a flag that is not true/false
+    are refused naming the parameter (`errors.BadParameter`: 403 on this route, which declares
+    no invalid_request), never read as "from the start" or as false."""
+    from .errors import bad_param
 
     fmt = query.get("format", "native")
     if fmt not in FORMATS:
-        raise invalid(f"query parameter format must be one of {', '.join(FORMATS)}")
+        raise bad_param(f"query parameter format must be one of {', '.join(FORMATS)}")
     after_seq = query.get("after_seq")
     if after_seq is not None and not _after_seq_ok(after_seq, fmt):
-        # The query parameter is the contract's Int (a mapper id "<seq>.<k>" for craze/ag-ui):
-        # a malformed one is refused (not_found on this route), not read as "from the start".
-        # Last-Event-ID stays lenient: a browser sends back whatever id it last saw.
-        raise invalid("query parameter after_seq must be an integer in 0..2^53-1")
+        raise bad_param(f"query parameter after_seq must be {_CURSOR_RULE[fmt != 'native']}")
+    if last_event_id is not None:
+        # Stripped (SSE lets a field carry a leading space); empty is no id at all (an SSE client
+        # whose last id was reset sends none, or an empty one).
+        last_event_id = last_event_id.strip() or None
+    if last_event_id is not None:
+        if not _after_seq_ok(last_event_id, fmt):
+            raise bad_param(f"header Last-Event-ID must be {_CURSOR_RULE[fmt != 'native']}")
     raw = last_event_id if last_event_id is not None else after_seq
     seq_part = raw.split(".", 1)[0] if raw is not None and fmt != "native" else raw
     return Options(
@@ -124,20 +131,21 @@ def options(query: Mapping[str, str], last_event_id: str | None) -> Options:
     )
 
 
+_CURSOR_RULE = ("an integer in 0..2^53-1 (an event seq)", 'an id of this stream ("<seq>" or "<seq>.<k>")')
 _TRUE, _FALSE = ("true", "1"), ("false", "0")
 
 
 def _flag(query: Mapping[str, str], name: str) -> bool:
-    """A boolean query parameter: true/false (1/0 too); anything else is refused like a bad
-    format (not_found on this route), never read as false."""
-    from .errors import invalid
+    """A boolean query parameter: true/false (1/0 too); anything else is refused, never read as
+    false."""
+    from .errors import bad_param
 
     raw = query.get(name)
     if raw is None or raw in _FALSE:
         return False
     if raw in _TRUE:
         return True
-    raise invalid(f"query parameter {name} must be true or false")
+    raise bad_param(f"query parameter {name} must be true or false")
 
 
 _MAPPER_ID = re.compile(r"[0-9]{1,16}(\.[0-9]{1,6})?")

@@ -15,8 +15,8 @@ list pages the same way, by its points' seqs, with `fork-points?...` links):
   `Link: <timeline?after_seq=N[&limit=L][&branch_id=B]>; rel="next"` — a reference relative to the
   request's own URL, so it holds behind any stage or base path. No Link: this is the last page.
   Without parameters a timeline that fits is answered whole, as before.
-A malformed value is `not_found` (the route has no invalid_request code, as for a malformed
-branch_id).
+A malformed value is refused naming the parameter: 403 `forbidden` (these routes declare no
+invalid_request; `http.dispatch`), never `not_found`, which would say the thread is gone.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from urllib.parse import urlencode
 
 import orjson
 
-from .errors import invalid
+from .errors import bad_param
 
 PAGE_BYTES = 4 * 1024 * 1024
 MAX_LIMIT = 10_000
@@ -47,7 +47,7 @@ def _int_param(query: Mapping[str, str], name: str, low: int, high: int) -> int 
     if raw is None:
         return None
     if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
-        raise invalid(f"query parameter {name} must be an integer in {low}..{high}")
+        raise bad_param(f"query parameter {name} must be an integer in {low}..{high}")
     return int(raw)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .errors import ApiError
 from .http import Request, raw_response, response
 from .service import Host
 
@@ -42,7 +43,7 @@ def _subscribe(h: Host, r: Request) -> dict[str, Any]:
     from . import sse
     from .live import options
 
-    opts = options(r.query, r.header("Last-Event-ID"))  # an unknown format is refused first
+    opts = options(r.query, r.header("Last-Event-ID"))  # a bad parameter is refused first
     window = sse.Window.from_env(remaining_ms=r.remaining_ms)
     if opts.format != "native":
         from . import sse_formats
@@ -57,7 +58,7 @@ def _subscribe(h: Host, r: Request) -> dict[str, Any]:
             r.who(),
             r.thread_id,
             r.uuid_param("run_id") or "",
-            cursor=sse.resume_cursor(r.header("Last-Event-ID"), r.query.get("after_seq")),
+            cursor=opts.cursor,
             window=window,
         )
     return {
@@ -74,6 +75,16 @@ def _list_threads(h: Host, r: Request) -> dict[str, Any]:
     limit, before = listing.list_params(r.query)
     page, cursor = h.threads(r.who(), limit, before)
     return response(200, page, listing.next_link(cursor, limit))
+
+
+def _cancel(h: Host, r: Request) -> dict[str, Any]:
+    from .errors import BadParameter
+
+    try:  # optional (ours): {reason?}; checked like every body, before anything is read
+        body = r.json("CancelRequest") if r.body else {}
+    except ApiError as exc:  # the route declares no invalid_request: 403, as for a bad parameter
+        raise BadParameter(exc.message) from None
+    return response(200, h.cancel(r.who(), r.thread_id, r.branch_id, body))
 
 
 def _stop(h: Host, r: Request) -> dict[str, Any]:
@@ -167,10 +178,7 @@ ROUTES: dict[str, tuple[frozenset[str], Call]] = {
             ),
         ),
     ),
-    "cancel": (
-        _codes("branch_busy"),
-        lambda h, r: response(200, h.cancel(r.who(), r.thread_id, r.branch_id)),
-    ),
+    "cancel": (_codes("branch_busy"), _cancel),
     "setModel": (
         _codes("invalid_request", "invalid_transition", "branch_busy"),
         lambda h, r: response(200, h.set_model(r.who(), r.thread_id, r.branch_id, r.json("SettingsChange"))),

@@ -108,8 +108,8 @@ def retry_message(ms: int) -> bytes:
 
 def resume_cursor(last_event_id: str | None, after_seq: str | None) -> int:
     """Last-Event-ID wins over after_seq; a value that is not a non-negative Int (ASCII digits,
-    at most 2^53-1) is ignored (this route has no invalid_request), which replays from the run's
-    start. `str.isdigit` would admit "²" and int() refuses >4300 digits: never a 500."""
+    at most 2^53-1) is ignored here (the route refuses one first: `live.options`). `str.isdigit`
+    would admit "²" and int() refuses >4300 digits: never a 500."""
     for raw in (last_event_id, after_seq):
         if raw is not None and _CURSOR.fullmatch(raw.strip()) and int(raw.strip()) <= MAX_INT:
             return int(raw.strip())
