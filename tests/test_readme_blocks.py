@@ -224,6 +224,9 @@ def clean_env(work: Path) -> dict[str, str]:
     env["PATH"] = f"{work / '.venv' / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
     env["BROWSER"] = "true"
     env["TERM"] = "dumb"
+    # One width whatever the caller's terminal: rich fits the listing's columns to it, and an
+    # earlier section's longer agent names (demo-structured) would otherwise squeeze the titles.
+    env["COLUMNS"] = "160"
     return env
 
 
