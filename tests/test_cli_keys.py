@@ -27,11 +27,15 @@ def no_region(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # no samconfig.toml here
 
 
-def _stack(aws, name: str = "my-threads") -> str:
+def _stack(aws) -> tuple[str, str]:
+    """(stack name, table): the stack named after the fixture's prefix, since a moto mock left
+    running by other code keeps state across tests (conftest's `aws`), and CreateStack refuses a
+    name that exists."""
+    name = f"{aws.prefix}-stack"
     table = aws.resources.physical["StateTable"]
     body = json.dumps(STACK_TEMPLATE).replace("{table}", table)
     aws.session.client("cloudformation").create_stack(StackName=name, TemplateBody=body)
-    return table
+    return name, table
 
 
 def _token(out: str) -> str:
@@ -40,12 +44,12 @@ def _token(out: str) -> str:
 
 def test_create_reads_the_table_from_the_stack_outputs(aws, capsys, monkeypatch):
     monkeypatch.delenv("STATE_TABLE", raising=False)
-    table = _stack(aws)
-    assert main(["keys", "create", "--tenant", "acme", "--subject", "alice", "--stack", "my-threads"]) == 0
+    stack, table = _stack(aws)
+    assert main(["keys", "create", "--tenant", "acme", "--subject", "alice", "--stack", stack]) == 0
     token = _token(capsys.readouterr().out)
     keys = ApiKeys(ApiKeyRows(aws.ddb, table))
     assert keys.lookup(token).subject == "alice"
-    assert main(["keys", "revoke", token, "--stack", "my-threads"]) == 0
+    assert main(["keys", "revoke", token, "--stack", stack]) == 0
     assert keys.lookup(token) is None
 
 
@@ -59,11 +63,11 @@ def test_without_a_region_the_error_says_how_to_give_one(no_region, capsys):
 def test_region_from_samconfig_when_boto3_has_none(no_region, aws, capsys, tmp_path, monkeypatch):
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
     monkeypatch.delenv("AWS_REGION", raising=False)
+    stack, table = _stack(aws)
     (tmp_path / "samconfig.toml").write_text(
-        'version = 0.1\n[default.deploy.parameters]\nstack_name = "my-threads"\nregion = "us-east-1"\n'
+        f'version = 0.1\n[default.deploy.parameters]\nstack_name = "{stack}"\nregion = "us-east-1"\n'
     )
-    table = _stack(aws)
-    assert main(["keys", "create", "--tenant", "acme", "--subject", "bob", "--stack", "my-threads"]) == 0
+    assert main(["keys", "create", "--tenant", "acme", "--subject", "bob", "--stack", stack]) == 0
     assert ApiKeys(ApiKeyRows(aws.ddb, table)).lookup(_token(capsys.readouterr().out)).subject == "bob"
 
 
