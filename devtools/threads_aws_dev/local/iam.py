@@ -36,6 +36,7 @@ from typing import Any
 from .iam_authz import Mapper, Need, Request, decide, denial, lambda_needs, unknown_key
 from .iam_plan import AWS_MANAGED, RolePlan, expand, hash_keys, plan
 from .infra import ACCOUNT
+from .moto_wsgi import WsgiServer, moto_app
 
 log = logging.getLogger("threads_aws_dev.local")
 
@@ -230,43 +231,16 @@ class AuthorizingApp:
         return [out]
 
 
-class MotoServer:
-    """moto's threaded server (as `moto.server.ThreadedMotoServer`, which takes no middleware)
-    with `AuthorizingApp` in front: `threads-aws dev --ephemeral`."""
+class MotoServer(WsgiServer):
+    """moto with `AuthorizingApp` in front: `threads-aws dev --ephemeral`."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.host, self.port = host, port
+        super().__init__(host, port)
         self.front: AuthorizingApp | None = None
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
-        from werkzeug.serving import make_server
-
-        self.front = AuthorizingApp(DomainDispatcherApplication(create_backend_app))
-        self._server = make_server(
-            self.host, self.port, self.front, threaded=True, request_handler=MotoRequestHandler
-        )
-        self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
-        self._thread.start()
-
-    def get_host_and_port(self) -> tuple[str, int]:
-        host, port = self._server.server_address[:2]
-        return str(host), int(port)
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        self.front = AuthorizingApp(moto_app())
+        self.serve(self.front)
 
 
 # ---------------------------------------------------------------- the signing hook

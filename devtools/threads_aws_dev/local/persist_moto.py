@@ -51,6 +51,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from . import persist_effects as effects
+from .moto_wsgi import WsgiServer, moto_app
 from .persist import PersistError, StateDir
 
 log = logging.getLogger("threads_aws_dev.local")
@@ -326,31 +327,17 @@ class DurableMoto:
         self.state = StateDir(state_dir, fsync=fsync)
         self.compact_min_bytes = compact_min_bytes
         self.front: JournalingApp | None = None
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._wsgi = WsgiServer(host, port)
 
     def start(self) -> None:
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
-        from werkzeug.serving import make_server
-
         self.state.open()  # takes the directory's lock first: PersistError if in use
         effects.install_sqs_hooks()
-        self.app = DomainDispatcherApplication(create_backend_app)
+        self.app = moto_app()
         self.front = JournalingApp(self.app, self.state)
-        front = self.wrap(self.front) if self.wrap else self.front
-        self._server = make_server(
-            self.host, self.port, front, threaded=True, request_handler=MotoRequestHandler
-        )
-        self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
-        self._thread.start()
+        self._wsgi.serve(self.wrap(self.front) if self.wrap else self.front)
 
     def get_host_and_port(self) -> tuple[str, int]:
-        host, port = self._server.server_address[:2]
-        return str(host), int(port)
+        return self._wsgi.get_host_and_port()
 
     def restore(self, template_names: set[str]) -> RestoreReport:
         """Replay the state into moto (resources already created), compact if the journal has
@@ -386,11 +373,5 @@ class DurableMoto:
         return report
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        self._wsgi.stop()
         self.state.close()
