@@ -199,3 +199,20 @@ def test_a_crash_during_the_escalation_leaves_exactly_one(aws: Any, when: str) -
     assert run(fresh, b, holder="w3").state == "parked"
     assert len(of_type(fresh, b, "park_escalated")) == 1
     verify_export(fresh, b)
+
+
+def test_the_agents_file_checks_the_ttls() -> None:
+    from threads_aws.agents import AgentsFileError, load_agents, parse_agents
+
+    raw = {"a": {k: v for k, v in load_agents()["demo-ttl"].resolved().items() if k in ("model", "adapter")}}
+    raw["a"].update(
+        instructions="x", model_params={"max_tokens": 8}, approval_ttl_ms=10, question_ttl_ms="1h"
+    )
+    with pytest.raises(AgentsFileError) as err:
+        parse_agents(json.dumps(raw))
+    assert "approval_ttl_ms must be an integer" in str(err.value)
+    assert "question_ttl_ms must be an integer" in str(err.value)
+    raw["a"].update(approval_ttl_ms=60_000, question_ttl_ms=120_000)
+    agent = parse_agents(json.dumps(raw))["a"]
+    assert (agent.approval_ttl_ms, agent.question_ttl_ms) == (60_000, 120_000)
+    assert agent.resolved()["approval_ttl_ms"] == 60_000  # a thread keeps the TTL it started with
