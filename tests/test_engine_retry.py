@@ -597,7 +597,7 @@ def test_queue_handler_acks_a_wait_and_forwards_the_wake_up(aws: Any) -> None:
     timer["Records"][0]["eventSourceARN"] = "arn:aws:sqs:us-east-1:123456789012:x-run-step-timer"
     assert handle_batch(timer, None, engine=ctx) == {"batchItemFailures": []}
     steps = receive(aws)
-    assert [json.loads(m["Body"]) for m in steps] == [{"branch_id": b, "reason": "retry_due"}]
+    assert [json.loads(m["Body"]) for m in steps] == [{"branch_id": b, "reason": "timer_due"}]
 
 
 def test_a_wait_without_a_timer_fails_the_record_for_backoff(aws: Any) -> None:

@@ -167,6 +167,13 @@ _SUMMARIES: dict[str, Any] = {
     "snapshot": lambda d: Text("snapshot (a fork point)", style="magenta"),
     "fork": lambda d: Text(f"forked from seq {d.get('at_seq')}", style="magenta"),
     "budget_exceeded": lambda d: Text(f"budget exceeded: {d.get('limit')}", style="red"),
+    "park_escalated": lambda d: Text(
+        f"park escalated: its TTL passed ({(d.get('address') or {}).get('kind')})", style="red"
+    ),
+    "log_repaired": lambda d: Text(
+        f"log repaired: a torn tail of {d.get('truncated_bytes')} bytes dropped at {d.get('at_offset')}",
+        style="yellow",
+    ),
 }
 
 

@@ -184,6 +184,10 @@ class Agent:
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     # `before_tool` hook rules (`engine.hooks`), covered by config_hash like the bindings
     hooks: dict[str, Any] = field(default_factory=dict)
+    # How long an approval challenge / an ask_user question stays open (`expires_at`); past it
+    # the park is escalated once (`engine.parks`). None: the host default (24 h).
+    approval_ttl_ms: int | None = None
+    question_ttl_ms: int | None = None
 
     def policy(self) -> dict[str, Any]:
         """The runtime policy `thread_started` pins: permissions, `retry` (complete: the
@@ -216,6 +220,9 @@ class Agent:
             extra["mcp_servers"] = self.mcp_servers
         if self.hooks:
             extra["hooks"] = self.hooks
+        for key in ("approval_ttl_ms", "question_ttl_ms"):
+            if getattr(self, key) is not None:
+                extra[key] = getattr(self, key)
         return {
             **extra,
             "adapter": self.adapter,
@@ -292,8 +299,11 @@ AGENT_KEYS = frozenset(
         "subagents",
         "handoffs",
         "hooks",
+        "approval_ttl_ms",
+        "question_ttl_ms",
     }
 )
+MAX_PARK_TTL_MS = 30 * 86_400_000  # a park's TTL: at most 30 days
 SCHEDULE_KEYS = frozenset({"name", "cron", "timezone", "input", "tenant"})
 #: Policy sections an agent may set besides permissions (semantics §Budgets, §8; Policy).
 POLICY_KEYS = frozenset({"budget", "models", "currency", "on_unknown_usage", "output", "context", "retry"})
@@ -431,6 +441,10 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
             params = fb.get("model_params", spec.get("model_params", {}))
             errs += _model_errors(fw, fb, adapter, params)
         errs += _policy_errors(where, spec.get("policy", {}))
+        for key in ("approval_ttl_ms", "question_ttl_ms"):
+            v = spec.get(key)
+            if key in spec and (type(v) is not int or not 1_000 <= v <= MAX_PARK_TTL_MS):
+                errs.append(f"{where}: {key} must be an integer of ms in 1000..{MAX_PARK_TTL_MS}")
         errs += _thread_budget_errors(where, spec)
         errs += _composition_errors(where, spec, raw)
     return errs
@@ -719,6 +733,8 @@ def _agent(name: str, raw: dict[str, Any]) -> Agent:
         bindings=bindings,
         mcp_servers=raw.get("mcp_servers", {}),
         hooks=raw.get("hooks", {}),
+        approval_ttl_ms=raw.get("approval_ttl_ms"),
+        question_ttl_ms=raw.get("question_ttl_ms"),
     )
 
 

@@ -158,6 +158,9 @@ class Fold:
     open_effects: int = 0  # effects begun or unknown
     challenges: dict[str, Challenge] = field(default_factory=dict)
     parked: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    # open parks with an expires_at -> it; and those already escalated (park_escalated)
+    park_expires: dict[tuple[str, str], int] = field(default_factory=dict)
+    escalated: set[tuple[str, str]] = field(default_factory=set)
     # uniqueness (rule 9)
     item_keys: set[str] = field(default_factory=set)
     occurrences: set[str] = field(default_factory=set)
@@ -478,10 +481,29 @@ class Fold:
                 # §ask_user: options equal under the matching rule make the call invalid
                 raise self._bad(seq, "parked on an ask_user call whose options are ambiguous")
         self.parked[(a["kind"], a["id"])] = {"kind": a["kind"], "id": a["id"]}
+        if "expires_at" in d:
+            self.park_expires[(a["kind"], a["id"])] = d["expires_at"]
 
     def _on_resumed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         a = d["address"]
-        self.parked.pop((a["kind"], a["id"]), None)
+        key = (a["kind"], a["id"])
+        self.parked.pop(key, None)
+        self.park_expires.pop(key, None)
+        self.escalated.discard(key)
+
+    def _on_park_escalated(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        # non-critical: no rule refuses it (a reader may skip it); only the open park's counts
+        a = d["address"]
+        if (a["kind"], a["id"]) in self.parked:
+            self.escalated.add((a["kind"], a["id"]))
+
+    def escalations_due(self, now: int) -> list[dict[str, str]]:
+        """Open parks whose expires_at has passed and that no park_escalated names yet."""
+        return [
+            self.parked[key]
+            for key, at in self.park_expires.items()
+            if at <= now and key not in self.escalated and key in self.parked
+        ]
 
     def _on_compacted(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         lo, hi = d["from_seq"], d["to_seq"]

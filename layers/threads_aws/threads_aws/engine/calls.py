@@ -26,13 +26,12 @@ from .handoff import Handoff, under_ceiling
 from .hooks import before_tool, gate
 from .loop import HOST, RECOVERY, TOOL, result
 from .parallel import Parallel, candidates_after, group_at
+from .parks import arm_escalation, park_ttl_ms
 from .permissions import Decision, PermissionEngine, category_of, suggested_rules
 from .subagents import Subagents
 from .tools import Executor, ToolContext, ToolOutput
 
-APPROVAL_TTL_MS = 24 * 3_600_000
 MAX_DEDUP_RESENDS = 3  # re-sends inside a dedup window after unknown outcomes; then a human decides
-QUESTION_TTL_MS = 24 * 3_600_000
 
 
 class Calls(Effects, Parallel, Subagents, Handoff):
@@ -165,7 +164,7 @@ class Calls(Effects, Parallel, Subagents, Handoff):
             branch_id=self.branch_id,
             call_id=call.call_id,
             args_hash=canonical_hash(call.input),
-            expires_at=now + APPROVAL_TTL_MS,
+            expires_at=now + park_ttl_ms(self.ctx, view.fold, "approval"),
             tool=call.name,
             input=call.input,
             suggested_rules=suggested_rules(call.name, call.input),
@@ -183,6 +182,7 @@ class Calls(Effects, Parallel, Subagents, Handoff):
             "reason": "awaiting_approval",
         }
         drafts = [Draft("approval_requested", req, HOST), Draft("parked", park, HOST)]
+        arm_escalation(self.ctx, self.branch_id, row.expires_at)  # before the park (engine.parks)
         self.append(view, drafts, lambda v, ls: [self.ctx.stores.approvals.open(row)])
         return None
 
@@ -204,7 +204,7 @@ class Calls(Effects, Parallel, Subagents, Handoff):
             branch_id=self.branch_id,
             call_id=call.call_id,
             input=call.input,
-            expires_at=now + QUESTION_TTL_MS,
+            expires_at=now + park_ttl_ms(self.ctx, view.fold, "question"),
             asked_by=(opener or {}).get("actor", {}).get("principal"),
             created_at=now,
         )
@@ -213,6 +213,7 @@ class Calls(Effects, Parallel, Subagents, Handoff):
             "expires_at": row.expires_at,
             "reason": "awaiting_input",
         }
+        arm_escalation(self.ctx, self.branch_id, row.expires_at)  # before the park (engine.parks)
         self.append(view, [Draft("parked", park, HOST)], lambda v, ls: [self.ctx.stores.questions.open(row)])
         return None
 
