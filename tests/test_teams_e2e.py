@@ -64,6 +64,8 @@ def test_a_team_works_its_task_list_through_dev(url: str, tmp_path: Path) -> Non
             {"owner": m, "status": "completed", "task_id": f"t{i}"} for i, m in enumerate(members, 1)
         ]
         assert state["children"] == [{"child_thread_id": m, "status": "completed"} for m in members]
+        assert client.thread(t)["team_tasks"] == state["team_tasks"]  # the API says the same
+        assert "team_tasks" not in client.thread(members[0])  # a member's own board is empty
         assert state["run"]["status"] == "completed"
         for m in members:
             member_entries = client.timeline(m)["entries"]
