@@ -232,6 +232,9 @@ class Calls(Effects, Parallel, Subagents, Handoff, Team):
             return self.spawn(view, call) if composed["kind"] == "spawn" else self.hand_off(view, call)
         executor = executor_for(self.ctx, view.fold, call.name, self.step_mcp)
         if executor is None and call.name in TEAM_TOOLS:  # recorded by its own events (engine.team)
+            if view.record.stubs_sha256 is not None:  # stub mode: the lead's log is not ours to write
+                self.stubbed_read(view, call)
+                return None
             return self.team_call(view, call)
         if executor is None:
             self.append(
