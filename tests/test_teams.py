@@ -303,3 +303,38 @@ def test_a_member_dying_around_its_lead_log_write_repeats_nothing(aws: Any, own:
     assert results(ctx, member)[0] == ("Claimed team task t1: only task", False)
     checked(ctx, lead)
     checked(ctx, member)
+
+
+class RivalFirst(Writer):
+    """Lands a rival's claim of `task` on the lead's log right before this worker's first
+    append there, as a concurrent member would: this worker's board is then one line stale."""
+
+    def __init__(self, base: Writer, lead: str, task: str) -> None:
+        super().__init__(base.store, clock=base.clock)
+        self.base, self.lead, self.task, self.raced = base, lead, task, False
+
+    def append(self, branch_id: str, drafts: Any, **kw: Any) -> Any:
+        if branch_id == self.lead and not self.raced:
+            self.raced = True
+            claim = {"member": "rival", "task_id": self.task}
+            self.base.append(branch_id, [Draft("team_task_claimed", claim, {"kind": "tool"})])
+        return super().append(branch_id, drafts, **kw)
+
+
+def test_a_claim_that_loses_the_race_reads_the_board_again_and_is_refused(aws: Any) -> None:
+    ctx = make_ctx(aws)
+    lead = new_thread(ctx, TEAM)
+    say(ctx, lead, "team: demo-team: only task")
+    run(ctx, lead)
+    ((_tid, member),) = children_of(ctx, lead)
+    racing = make_ctx(aws)
+    racing.writer = RivalFirst(racing.writer, lead, "t1")
+    assert run(racing, member).state == "idle"
+    assert [c["data"]["member"] for c in of_type(ctx, lead, "team_task_claimed")] == ["rival"]
+    assert results(ctx, member)[0] == (
+        "Team task t1 is claimed by rival: only an open task can be claimed.",
+        True,
+    )
+    assert not of_type(ctx, lead, "team_task_updated")  # the member never worked it
+    checked(ctx, lead)
+    checked(ctx, member)
