@@ -101,6 +101,11 @@ OUTPUT = {
     ("A 5-minute tour", "log verify t.jsonl"): ["ok"],
     ("A 5-minute tour", "approve $C"): ["granted"],
     ("A 5-minute tour", "the child's answer"): ["Done: Done: stored note", "completed"],
+    ("A 5-minute tour", "threads-aws show $T                                   # team"): [
+        "team task t3 completed",
+        "team message",
+        "turn completed",
+    ],
     ("A 5-minute tour", '--branch $CHILD "write'): ["completed"],
     ("A 5-minute tour", 'read notes.txt"'): ["the original", "completed"],
     ("Run limits", '"a city"'): ["completed"],

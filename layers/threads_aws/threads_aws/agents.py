@@ -157,6 +157,42 @@ BUILTIN_TOOLS: dict[str, dict[str, Any]] = {
     },
 }
 BUILTIN_TOOLS.update({name: {"name": name, **spec} for name, spec in FILE_TOOLS.items()})
+# The team tools (`engine.team`): recorded by their own events in the team lead's log (the root
+# of the subagent tree), like todo_write's todos_updated, so read_only (no effect events).
+_IDS = {"items": _STR, "type": "array"}
+TEAM_TOOLS: dict[str, dict[str, Any]] = {
+    "team_task_create": {
+        "description": "Add a task to the team's task list; blocked_by names tasks that must be "
+        "completed before anyone can claim it.",
+        "effect_class": "read_only",
+        "input_schema": _obj(
+            ["task_id", "subject"], blocked_by=_IDS, description=_STR, subject=_STR, task_id=_STR
+        ),
+    },
+    "team_task_claim": {
+        "description": "Claim an open, unclaimed team task whose blockers are all completed.",
+        "effect_class": "read_only",
+        "input_schema": _obj(["task_id"], task_id=_STR),
+    },
+    "team_task_update": {
+        "description": "Close a task you claimed (completed or failed), or release it to the open pool.",
+        "effect_class": "read_only",
+        "input_schema": _obj(
+            ["task_id", "status"], status={"enum": ["completed", "failed", "released"]}, task_id=_STR
+        ),
+    },
+    "team_message": {
+        "description": "Send a message to a teammate: a member id, lead, or * for every member.",
+        "effect_class": "read_only",
+        "input_schema": _obj(["to", "text"], text=_STR, to=_STR),
+    },
+    "team_tasks": {
+        "description": "The team's task list: each task's id, subject, status, owner and blockers.",
+        "effect_class": "read_only",
+        "input_schema": _obj([]),
+    },
+}
+BUILTIN_TOOLS.update({name: {"name": name, **spec} for name, spec in TEAM_TOOLS.items()})
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,8 @@ class Fold:
     handoff: dict[str, Any] | None = None  # the handoff event (after it, rule 26)
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     message_ids: set[str] = field(default_factory=set)
+    team_messages: list[dict[str, Any]] = field(default_factory=list)  # team_message data, in order
+    agent_injected: set[str] = field(default_factory=set)  # origin ids of injected{source: agent}
     boundary_after: dict[int, bool] = field(default_factory=dict)
     compacted_ranges: list[tuple[int, int]] = field(default_factory=list)
     snapshots: dict[int, tuple[bool, int | None, str]] = field(
@@ -659,7 +661,12 @@ class Fold:
             raise self._bad(seq, "todo ids repeat")  # rule 24
 
     def _on_team_task_created(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
-        self.tasks[d["task_id"]] = {"status": "open", "owner": None, "blocked_by": d["blocked_by"]}
+        self.tasks[d["task_id"]] = {
+            "status": "open",
+            "owner": None,
+            "blocked_by": d["blocked_by"],
+            "subject": d["subject"],
+        }
 
     def _on_team_task_claimed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         task = self.tasks.get(d["task_id"])
@@ -673,8 +680,8 @@ class Fold:
         task = self.tasks.get(d["task_id"])
         if task is None or task["status"] != "claimed":
             raise self._bad(seq, "team_task_updated needs a claimed task")  # rule 23
-        if d["status"] == "released":
-            task["status"], task["owner"] = "open", None
+        if d["status"] == "released":  # released_by: a re-run release by the same member is a no-op
+            task["status"], task["owner"], task["released_by"] = "open", None, task["owner"]
         else:
             task["status"] = d["status"]
 
@@ -682,8 +689,11 @@ class Fold:
         if d["message_id"] in self.message_ids:
             raise self._bad(seq, "team_message.message_id repeats")  # rule 23
         self.message_ids.add(d["message_id"])
+        self.team_messages.append(d)
 
     def _on_injected(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if d["source"] == "agent":  # a teammate's message delivered here (engine.team)
+            self.agent_injected.add(d["origin"]["id"])
         if d["source"] == "recovery":  # a host instruction answering a model response
             self.turn.instructed = d["origin"]["id"]
         if d["source"] != "output_style":

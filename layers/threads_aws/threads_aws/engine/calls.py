@@ -29,12 +29,13 @@ from .parallel import Parallel, candidates_after, group_at
 from .parks import arm_escalation, park_ttl_ms
 from .permissions import Decision, PermissionEngine, category_of, suggested_rules
 from .subagents import Subagents
+from .team import TEAM_TOOLS, Team
 from .tools import Executor, ToolContext, ToolOutput
 
 MAX_DEDUP_RESENDS = 3  # re-sends inside a dedup window after unknown outcomes; then a human decides
 
 
-class Calls(Effects, Parallel, Subagents, Handoff):
+class Calls(Effects, Parallel, Subagents, Handoff, Team):
     def advance_call(self, view: View, call: Call) -> str | None:
         f = view.fold
         spawned = f.spawned.get(call.call_id)
@@ -141,7 +142,11 @@ class Calls(Effects, Parallel, Subagents, Handoff):
         f = view.fold
         spec = f.tools.get(name)
         mode = f.mode
-        runnable = executor_for(self.ctx, f, name, self.step_mcp) or composition_for(self.ctx, f, name)
+        runnable = (
+            executor_for(self.ctx, f, name, self.step_mcp)
+            or composition_for(self.ctx, f, name)
+            or name in TEAM_TOOLS  # run by the step itself (engine.team)
+        )
         if spec is None or (name != "ask_user" and runnable is None):
             return Decision("deny", "default", None, mode)
         schema = spec.get("input_schema")
@@ -227,6 +232,11 @@ class Calls(Effects, Parallel, Subagents, Handoff):
                 return None
             return self.spawn(view, call) if composed["kind"] == "spawn" else self.hand_off(view, call)
         executor = executor_for(self.ctx, view.fold, call.name, self.step_mcp)
+        if executor is None and call.name in TEAM_TOOLS:  # recorded by its own events (engine.team)
+            if view.record.stubs_sha256 is not None:  # stub mode: the lead's log is not ours to write
+                self.stubbed_read(view, call)
+                return None
+            return self.team_call(view, call)
         if executor is None:
             self.append(
                 view, [result(call.call_id, f"Tool {call.name} is not available.", "not_executed", True)]

@@ -142,6 +142,8 @@ class _Step(ModelTurn, Cancel, Replies, Parks):
             return self.advance_call(view, f.calls[call_id])
         if self.sync_mcp_tools(view):  # an MCP server's tools changed: tools_changed first
             return None
+        if self.deliver_team_mail(view):  # teammates' messages first (engine.team)
+            return None
         return self.next_model_step(view, turn)
 
     def wake_inbox(self) -> None:
