@@ -22,6 +22,8 @@ from . import retry
 from .budgets import Budgets
 from .compaction import Compaction
 from .continuation import Continuation
+from .deferred import GO_ON
+from .deferred import REQUEST as WOKEN
 from .deltas import DeltaPublisher
 from .loop import HOST, MODEL, RECOVERY
 from .models import ModelError, ModelResult
@@ -81,6 +83,12 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
         if limits == APPENDED:
             return None
         attempt, reason = (1, "") if limits else self.after_answer(view.fold, turn)
+        if attempt is None and reason == "end_turn":  # deferred calls hold the turn (engine.deferred)
+            held = self.hold_for_deferred(view, turn)
+            if held == WOKEN:
+                return self.request(view, attempt=1)
+            if held != GO_ON:
+                return held
         if attempt is not None and turn.stop_when_idle:
             return self.complete_turn(view, "interrupted")
         if attempt is not None:

@@ -216,6 +216,9 @@ class DemoModel:
       input (a Lambda tool, an MCP server's tool: the agent's tool names);
     - `spawn: <agent>: <task>` → tool_use `spawn_agent {agent, prompt}`;
     - `handoff: <agent>` → tool_use `handoff {agent}`;
+    - `later: <text>` (`later <ms>: <text>`) → tool_use `later {text, delay_ms}` (default 3000
+      ms): a deferred tool, so the turn goes on at once and the answer arrives later as a late
+      result (`engine.deferred`); while it runs it answers a heartbeat with the running ids;
     - anything else → the text `You said: "<line>"`;
     - `long: <n>`, structured output, compaction, `max_tokens` and token counts:
       `engine.demo_limits`.
@@ -262,6 +265,9 @@ class DemoModel:
             if len(preview) > PREVIEW_CHARS:
                 preview = preview[:PREVIEW_CHARS] + "…"
             return [{"type": "text", "text": f"Done: {preview}"}], "end_turn"
+        if last.get("role") == "user" and _text_of(last.get("content")).startswith("<heartbeat>"):
+            running = _text_of(last.get("content")).split("running: ", 1)[-1].split("\n", 1)[0]
+            return [{"type": "text", "text": f"Still running: {running}"}], "end_turn"
         text = ""
         for line in reversed(lines[1:]):
             if line.get("role") == "user":
@@ -328,6 +334,9 @@ class DemoModel:
                 return "spawn_agent", {"agent": agent.strip(), "prompt": task.strip()}
         if sep and cmd == "handoff" and rest:
             return "handoff", {"agent": rest}
+        if sep and rest and (cmd == "later" or (cmd.startswith("later ") and cmd[6:].strip().isdigit())):
+            delay = int(cmd[6:].strip()) if cmd != "later" else 3000
+            return "later", {"delay_ms": min(delay, 600_000), "text": rest}
         return None
 
 

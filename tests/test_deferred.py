@@ -1,0 +1,183 @@
+"""Deferred (non-blocking) calls: the demo agent's `later` tool returns a placeholder at once
+(`tool_result{origin: deferred}`), the turn goes on and stays open while the call runs
+(heartbeats every heartbeat_ms wake the model with the running ids), the runner records the
+real result as `tool_result_late` exactly once (signed per call), and the turn then completes.
+A runner killed mid-completion and redelivered neither loses nor repeats the late result."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from helpers.engine import (
+    Crash,
+    CrashingWriter,
+    make_ctx,
+    new_thread,
+    of_type,
+    run,
+    say,
+    types,
+    verify_export,
+)
+from threads_aws.core.errors import LogError
+from threads_aws.core.projections import run as run_projection
+from threads_aws.engine import deferred_runner
+from threads_aws.writer import Draft
+
+HEARTBEAT_MS = 20_000  # the default policy.retry.heartbeat_ms
+
+
+def messages(aws: Any, ctx: Any, *, delete: bool = False) -> list[dict[str, Any]]:
+    """The deferred-call queue's messages (left in flight unless `delete`)."""
+    url = ctx.deferred_calls.url
+    out = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])
+    got = out.get("Messages", [])
+    if delete:
+        for m in got:
+            aws.sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    return got
+
+
+def started(aws: Any, text: str = "later 0: hello") -> tuple[Any, str, dict[str, Any]]:
+    ctx = make_ctx(aws)
+    assert ctx.deferred_calls is not None  # template.yaml's DeferredCallQueue
+    b = new_thread(ctx)
+    say(ctx, b, text)
+    out = run(ctx, b)
+    assert out.state == "wait" and out.armed  # held open for the running call, its heartbeat armed
+    got = messages(aws, ctx, delete=True)
+    assert len(got) == 1
+    return ctx, b, json.loads(got[0]["Body"])
+
+
+def test_deferred_call_placeholder_late_result_and_completion(aws: Any) -> None:
+    ctx, b, message = started(aws)
+    assert types(ctx, b)[1:] == [
+        "user_input",
+        "model_request",
+        "model_response",
+        "tool_call",
+        "permission_decision",
+        "tool_result",
+        "model_request",
+        "model_response",
+    ]
+    (placeholder,) = of_type(ctx, b, "tool_result")
+    assert placeholder["data"]["origin"] == "deferred"
+    f = ctx.writer.load(b).fold
+    assert f.turn_open and list(f.running) == [placeholder["data"]["call_id"]]
+    assert run_projection(f.events)["status"] == "running"  # background work unfinished
+
+    assert deferred_runner.run_one(ctx, message) == "appended"
+    (late,) = of_type(ctx, b, "tool_result_late")
+    assert late["data"]["preview"] == "later: hello" and late["actor"] == {"kind": "tool"}
+    assert run(ctx, b).state == "idle"
+    assert types(ctx, b)[-3:] == ["model_request", "model_response", "turn_completed"]
+    last = of_type(ctx, b, "model_response")[-1]["data"]["content"][0]["text"]
+    assert last == "Done: later: hello"
+    f = ctx.writer.load(b).fold
+    assert run_projection(f.events)["status"] == "completed"
+    # a redelivered message, or a second one for the same call, records nothing more
+    assert deferred_runner.run_one(ctx, message) == "done"
+    assert len(of_type(ctx, b, "tool_result_late")) == 1
+    verify_export(ctx, b)
+
+
+def test_heartbeat_wakes_the_model_while_the_call_runs(aws: Any) -> None:
+    ctx, b, message = started(aws, "later 0: slow")
+    assert run(ctx, b).state == "wait"  # not due yet: nothing appended
+    n = len(types(ctx, b))
+    aws.clock.advance(HEARTBEAT_MS)
+    assert run(ctx, b).state == "wait"
+    (hb,) = of_type(ctx, b, "heartbeat")
+    call_id = message["call_id"]
+    assert hb["data"] == {"running_call_ids": [call_id]}
+    assert types(ctx, b)[n:] == ["heartbeat", "model_request", "model_response"]
+    assert of_type(ctx, b, "model_response")[-1]["data"]["content"][0]["text"] == f"Still running: {call_id}"
+    assert deferred_runner.run_one(ctx, message) == "appended"
+    assert run(ctx, b).state == "idle"
+    assert types(ctx, b)[-1] == "turn_completed"
+    verify_export(ctx, b)
+
+
+def test_forged_or_foreign_messages_are_dropped(aws: Any) -> None:
+    ctx, b, message = started(aws)
+    assert deferred_runner.run_one(ctx, {**message, "token": "0" * 64}) == "dropped"
+    other = {**message, "tenant": "other"}
+    assert deferred_runner.run_one(ctx, other) == "dropped"  # its token is for acme's call
+    resigned = {**other, "token": deferred_runner_token(ctx, other)}
+    assert deferred_runner.run_one(ctx, resigned) == "dropped"  # signed, but not that tenant's branch
+    assert of_type(ctx, b, "tool_result_late") == []
+
+
+def deferred_runner_token(ctx: Any, coords: dict[str, str]) -> str:
+    from threads_aws.store.deferred_calls import token
+
+    return token(ctx.deferred_calls.key.get(), coords)
+
+
+def test_late_result_needs_a_deferred_placeholder(aws: Any) -> None:
+    """Rule 7: the writer refuses a tool_result_late without an earlier deferred result."""
+    ctx = make_ctx(aws)
+    b = new_thread(ctx)
+    say(ctx, b, "time")
+    run(ctx, b)
+    (res,) = of_type(ctx, b, "tool_result")
+    data = {"call_id": res["data"]["call_id"], "completeness": "complete", "is_error": False, "preview": "x"}
+    with pytest.raises(LogError) as err:
+        ctx.writer.append(b, [Draft("tool_result_late", data, {"kind": "tool"})])
+    assert err.value.code == "invalid_transition"
+
+
+def test_a_message_before_its_placeholder_waits(aws: Any) -> None:
+    """The worker sends before it appends: a message whose call is still pending is retried."""
+    ctx, b, message = started(aws)
+    msg = {**message, "call_id": "nope"}
+    msg["token"] = deferred_runner_token(ctx, msg)
+    assert deferred_runner.run_one(ctx, msg) == "dropped"  # no such call
+
+
+def test_cancel_before_the_runner_starts_settles_it_not_executed(aws: Any) -> None:
+    ctx, b, message = started(aws)
+    principal = {"issuer": "api", "subject": "alice", "tenant": "acme"}
+    ctx.writer.append(
+        b, [Draft("cancel_requested", {"scope": "turn"}, {"kind": "user", "principal": principal})]
+    )
+    assert run(ctx, b).state == "idle"
+    assert types(ctx, b)[-2:] == ["cancelled", "turn_completed"]  # a read-only call holds nothing
+    assert deferred_runner.run_one(ctx, message) == "appended"
+    (late,) = of_type(ctx, b, "tool_result_late")
+    assert late["data"]["is_error"] and "cancelled" in late["data"]["preview"]
+    verify_export(ctx, b)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_runner_killed_during_completion_then_redelivered(aws: Any, when: str) -> None:
+    """Killed as it appends the late result (before: the tool ran, nothing recorded; after:
+    recorded, the message never acknowledged): the redelivered message records it exactly once."""
+    ctx, b, message = started(aws)
+    dying = dataclasses.replace(ctx, writer=CrashingWriter(ctx.writer, at=1, when=when))
+    with pytest.raises(Crash):
+        deferred_runner.run_one(dying, message)
+    assert len(of_type(ctx, b, "tool_result_late")) == (1 if when == "after" else 0)
+    fresh = make_ctx(aws)  # a new container: its own writer and view cache
+    expected = "done" if when == "after" else "appended"
+    assert deferred_runner.run_one(fresh, message, receive_count=2) == expected
+    assert len(of_type(ctx, b, "tool_result_late")) == 1
+    assert run(ctx, b).state == "idle"
+    assert types(ctx, b)[-1] == "turn_completed"
+    verify_export(ctx, b)
+
+
+def test_handler_batch_reports_a_pending_call_for_later(aws: Any) -> None:
+    ctx, b, message = started(aws)
+    record = {
+        "messageId": "m1",
+        "body": json.dumps(message),
+        "attributes": {"ApproximateReceiveCount": "1"},
+    }
+    assert deferred_runner.handle_batch({"Records": [record]}, None, engine=ctx) == {"batchItemFailures": []}
+    assert len(of_type(ctx, b, "tool_result_late")) == 1
