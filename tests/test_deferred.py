@@ -33,7 +33,9 @@ HEARTBEAT_MS = 20_000  # the default policy.retry.heartbeat_ms
 def messages(aws: Any, ctx: Any, *, delete: bool = False) -> list[dict[str, Any]]:
     """The deferred-call queue's messages (left in flight unless `delete`)."""
     url = ctx.deferred_calls.url
-    out = aws.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])
+    out = aws.sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], WaitTimeSeconds=3
+    )
     got = out.get("Messages", [])
     if delete:
         for m in got:
@@ -172,7 +174,7 @@ def test_runner_killed_during_completion_then_redelivered(aws: Any, when: str) -
     verify_export(ctx, b)
 
 
-def test_handler_batch_reports_a_pending_call_for_later(aws: Any) -> None:
+def test_handler_batch_runs_each_record(aws: Any) -> None:
     ctx, b, message = started(aws)
     record = {
         "messageId": "m1",
@@ -181,3 +183,129 @@ def test_handler_batch_reports_a_pending_call_for_later(aws: Any) -> None:
     }
     assert deferred_runner.handle_batch({"Records": [record]}, None, engine=ctx) == {"batchItemFailures": []}
     assert len(of_type(ctx, b, "tool_result_late")) == 1
+
+
+# ------------------------------------------------------------------ an effectful deferred tool
+
+BG_AGENT = {
+    "model": {"provider": "scripted", "name": "scripted-1"},
+    "adapter": {"name": "scripted", "version": "1"},
+    "instructions": "Book things in the background.",
+    "tools": [
+        {
+            "name": "book",
+            "description": "Book a slot (an idempotent effect, in the background).",
+            "effect_class": "idempotent",
+            "dedup_window_ms": 86_400_000,
+            "input_schema": {"type": "object", "properties": {"slot": {"type": "string"}}},
+            "deferred": True,
+        }
+    ],
+    "permissions": {"allow": ["book"]},
+}
+
+
+class Book:
+    def __init__(self, fail: bool = False) -> None:
+        self.keys: list[str | None] = []
+        self.fail = fail
+
+    def __call__(self, args: dict[str, Any], tc: Any) -> Any:
+        from threads_aws.engine.tools import ToolOutput, ToolUncertain
+
+        self.keys.append(tc.effect_key)
+        if self.fail:
+            raise ToolUncertain("timeout")
+        return ToolOutput(f"booked {args['slot']}")
+
+
+def bg_setup(aws: Any, book: Book) -> tuple[Any, str]:
+    from helpers.engine import scripted
+    from threads_aws.agents import parse_agents
+    from threads_aws.engine.models import ScriptedModel
+    from threads_aws.engine.tools import BUILTIN_EXECUTORS
+
+    done = {"content": [{"type": "text", "text": "Done."}], "stop_reason": "end_turn"}
+    use = {"type": "tool_use", "call_id": "call_book_1", "name": "book", "input": {"slot": "9am"}}
+    model = ScriptedModel([{"content": [use], "stop_reason": "tool_use"}, done, done, done])
+    agents = parse_agents(json.dumps({"bg": BG_AGENT}))
+    ctx = make_ctx(aws, models=scripted(model), tools={**BUILTIN_EXECUTORS, "book": book})
+    ctx.agents = agents
+    b = new_thread_of(ctx, agents["bg"])
+    say(ctx, b, "book 9am")
+    assert run(ctx, b).state == "wait"
+    return ctx, b
+
+
+def new_thread_of(ctx: Any, agent: Any) -> str:
+    from threads_aws.core.canonical import new_uuid7
+    from threads_aws.core.lines import StoredLine, header_line
+    from threads_aws.store import NewBranch
+
+    thread_id, branch_id = new_uuid7(), new_uuid7()
+    header = StoredLine.of_header(header_line(thread_id, branch_id, ctx.clock()))
+    ctx.store.create_branch(
+        NewBranch(thread_id=thread_id, tenant="acme", branch_id=branch_id, header=header, create_thread=True)
+    )
+    ctx.writer.append(branch_id, [Draft("thread_started", agent.thread_started(), {"kind": "host"})])
+    return branch_id
+
+
+def test_effectful_deferred_call_is_begun_until_its_runner_commits(aws: Any) -> None:
+    book = Book()
+    ctx, b = bg_setup(aws, book)
+    evs = ctx.writer.load(b).fold.events
+    begin = next(e for e in evs if e["type"] == "effect_begin")
+    placeholder = next(e for e in evs if e["type"] == "tool_result")
+    assert placeholder["seq"] == begin["seq"] + 1  # one append: begun, then its placeholder
+    assert run(ctx, b).state == "wait"  # the runner's begun effect is no crashed worker's
+    assert of_type(ctx, b, "effect_unknown") == []
+    # a cancel waits for the running effect (rule 11), then ends the turn
+    principal = {"issuer": "api", "subject": "alice", "tenant": "acme"}
+    ctx.writer.append(
+        b, [Draft("cancel_requested", {"scope": "turn"}, {"kind": "user", "principal": principal})]
+    )
+    assert run(ctx, b).state == "wait"
+    assert of_type(ctx, b, "cancelled") == []
+    (message,) = [json.loads(m["Body"]) for m in messages(aws, ctx, delete=True)]
+    # the barrier came before the body started: nothing runs, the effect is settled not_sent
+    assert deferred_runner.run_one(ctx, message) == "appended"
+    assert book.keys == []
+    assert types(ctx, b)[-2:] == ["effect_resolved", "tool_result_late"]
+    assert run(ctx, b).state == "idle"
+    assert types(ctx, b)[-2:] == ["cancelled", "turn_completed"]
+    verify_export(ctx, b)
+
+
+def test_effectful_deferred_call_commits_with_its_late_result(aws: Any) -> None:
+    book = Book()
+    ctx, b = bg_setup(aws, book)
+    (message,) = [json.loads(m["Body"]) for m in messages(aws, ctx, delete=True)]
+    assert deferred_runner.run_one(ctx, message) == "appended"
+    assert book.keys == [f"{b}:call_book_1"]  # the effect key: its idempotency key
+    assert types(ctx, b)[-2:] == ["effect_commit", "tool_result_late"]
+    assert run(ctx, b).state == "idle"
+    assert types(ctx, b)[-1] == "turn_completed"
+    verify_export(ctx, b)
+
+
+def test_deferred_call_without_an_answer_parks_until_a_human_settles_it(aws: Any) -> None:
+    book = Book(fail=True)
+    ctx, b = bg_setup(aws, book)
+    (message,) = [json.loads(m["Body"]) for m in messages(aws, ctx, delete=True)]
+    with pytest.raises(deferred_runner.RetryLater):
+        deferred_runner.run_one(ctx, message, receive_count=1)  # redelivered: the same key again
+    assert deferred_runner.run_one(ctx, message, receive_count=deferred_runner.MAX_RECEIVES) == "appended"
+    assert types(ctx, b)[-2:] == ["effect_unknown", "parked"]
+    assert run(ctx, b).state == "parked"
+    key = f"{b}:call_book_1"
+    principal = {"issuer": "api", "subject": "alice", "tenant": "acme"}
+    data = {"by": "human", "call_id": "call_book_1", "outcome": "assume_done"}
+    ctx.writer.append(b, [Draft("effect_resolved", data, {"kind": "approver", "principal": principal})])
+    assert run(ctx, b).state == "idle"
+    (late,) = of_type(ctx, b, "tool_result_late")
+    assert not late["data"]["is_error"]
+    assert of_type(ctx, b, "resumed")[-1]["data"]["address"] == {"id": key, "kind": "effect"}
+    assert types(ctx, b)[-1] == "turn_completed"
+    assert deferred_runner.run_one(ctx, message, receive_count=5) == "done"
+    verify_export(ctx, b)

@@ -197,4 +197,21 @@ def handle_batch(event: dict[str, Any], context: Any, *, engine: EngineContext) 
         except Exception:  # noqa: BLE001 - reported; the record comes back
             log.exception("deferred call failed")
             failures.append({"itemIdentifier": record["messageId"]})
+    _back_off(engine, event, {f["itemIdentifier"] for f in failures})
     return {"batchItemFailures": failures}
+
+
+def _back_off(engine: EngineContext, event: dict[str, Any], failed: set[str]) -> None:
+    """Failed records come back after their receive count's backoff (2, 6, 18, ... s)."""
+    from .queue import retry_delay_s
+
+    if not failed or engine.deferred_calls is None:
+        return
+    for r in event.get("Records") or []:
+        if r.get("messageId") not in failed or "receiptHandle" not in r:
+            continue
+        count = int((r.get("attributes") or {}).get("ApproximateReceiveCount", "1"))
+        try:
+            engine.deferred_calls.retry_later(r["receiptHandle"], retry_delay_s(count))
+        except Exception:  # noqa: BLE001 - the queue's visibility timeout brings it back
+            log.exception("could not shorten a deferred call's visibility")

@@ -31,6 +31,9 @@ from .dynamo import condition_failed
 
 KEY_ITEM = {"pk": {"S": "KEY#deferred_calls"}, "sk": {"S": "v1"}}
 FIELDS = ("tenant", "thread_id", "branch_id", "call_id")
+#: The worker appends the placeholder right after sending: a second's delay lets the runner
+#: find it on the first receive (else it comes back after a short backoff: `retry_later`).
+SEND_DELAY_S = 1
 
 
 class SigningKey:
@@ -89,8 +92,16 @@ class DeferredCalls:
         body = {**{k: coords[k] for k in FIELDS}, "token": token(self.key.get(), coords)}
         self.sqs.send_message(
             QueueUrl=self.url,
+            DelaySeconds=SEND_DELAY_S,
             MessageBody=json.dumps(body, sort_keys=True),
             **observability.message_attributes(),
+        )
+
+    def retry_later(self, receipt_handle: str, seconds: int) -> None:
+        """A received message back after `seconds`, not the queue's long visibility timeout
+        (its placeholder was not appended yet, or the tool gave no answer)."""
+        self.sqs.change_message_visibility(
+            QueueUrl=self.url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
         )
 
     def verify(self, message: dict[str, Any]) -> bool:
