@@ -122,9 +122,10 @@ def track_runs(events: Iterable[Event]) -> list[RunTrack]:
                 if d.get("mode") == "background":
                     r.bg_children.add(cid)
         elif t == "tool_result" and d.get("origin") == "deferred":
-            if r is not None:
-                call_owner[d.get("call_id")] = r
-                r.bg_calls.add(d.get("call_id"))
+            cid = d.get("call_id")
+            if r is not None and isinstance(cid, str):
+                call_owner[cid] = r
+                r.bg_calls.add(cid)
         elif t == "tool_result_late":
             owner = call_owner.pop(d.get("call_id"), None)
             if owner is not None:
