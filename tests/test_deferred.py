@@ -309,3 +309,59 @@ def test_deferred_call_without_an_answer_parks_until_a_human_settles_it(aws: Any
     assert types(ctx, b)[-1] == "turn_completed"
     assert deferred_runner.run_one(ctx, message, receive_count=5) == "done"
     verify_export(ctx, b)
+
+
+# ------------------------------------------------------------------ background subagents
+
+
+def test_background_subagent_returns_at_once_and_its_answer_arrives_late(aws: Any) -> None:
+    ctx = make_ctx(aws)
+    b = new_thread(ctx)
+    say(ctx, b, "bg: demo: time")
+    assert run(ctx, b).state == "wait"  # the turn goes on, held open while the child runs
+    (spawned,) = of_type(ctx, b, "agent_spawned")
+    assert spawned["data"]["mode"] == "background" and spawned["data"]["isolation"] == "none"
+    (placeholder,) = of_type(ctx, b, "tool_result")
+    assert placeholder["data"]["origin"] == "deferred"
+    assert types(ctx, b)[-2:] == ["model_request", "model_response"]  # it answered meanwhile
+    child = ctx.stores.threads.get_thread("acme", spawned["data"]["child_thread_id"])
+    assert child is not None
+    assert run(ctx, child.main_branch_id).state == "idle"
+    assert run(ctx, b).state == "idle"
+    assert types(ctx, b)[-5:] == [
+        "agent_finished",
+        "tool_result_late",
+        "model_request",
+        "model_response",
+        "turn_completed",
+    ]
+    f = ctx.writer.load(b).fold
+    assert run_projection(f.events)["status"] == "completed"
+    verify_export(ctx, b)
+    verify_export(ctx, child.main_branch_id)
+
+
+def test_tree_cancel_reaches_a_background_child(aws: Any) -> None:
+    ctx = make_ctx(aws)
+    b = new_thread(ctx)
+    say(ctx, b, "bg: demo: note: buy milk")  # the child parks on its approval
+    assert run(ctx, b).state == "wait"
+    (spawned,) = of_type(ctx, b, "agent_spawned")
+    child = ctx.stores.threads.get_thread("acme", spawned["data"]["child_thread_id"])
+    assert run(ctx, child.main_branch_id).state == "parked"
+    assert run(ctx, b).state == "parked"  # a child that parks parks its parent
+    principal = {"issuer": "api", "subject": "alice", "tenant": "acme"}
+    ctx.writer.append(
+        b, [Draft("cancel_requested", {"scope": "tree"}, {"kind": "user", "principal": principal})]
+    )
+    assert run(ctx, b).state == "parked"  # the barrier went to the child; the parent waits on it
+    assert of_type(ctx, child.main_branch_id, "cancel_requested")[0]["data"]["scope"] == "tree"
+    assert run(ctx, child.main_branch_id).state == "idle"
+    assert run(ctx, b).state == "idle"
+    tail = types(ctx, b)
+    assert tail.index("agent_finished") < tail.index("tool_result_late") < tail.index("cancelled")
+    assert tail[-1] == "turn_completed"
+    (finished,) = of_type(ctx, b, "agent_finished")
+    assert finished["data"]["status"] == "cancelled"
+    verify_export(ctx, b)
+    verify_export(ctx, child.main_branch_id)

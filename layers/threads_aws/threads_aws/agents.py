@@ -483,9 +483,16 @@ def _composition(raw: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, d
     if subs:
         tools.append(
             {
-                "description": "Start a subagent on a task and wait for its result.",
+                "description": "Start a subagent on a task and wait for its result (background: true "
+                "returns at once; its result arrives later).",
                 "effect_class": "reconcilable",
-                "input_schema": _obj(["agent", "prompt"], agent={"enum": subs}, prompt=_TEXT, budget=_BUDGET),
+                "input_schema": _obj(
+                    ["agent", "prompt"],
+                    agent={"enum": subs},
+                    prompt=_TEXT,
+                    budget=_BUDGET,
+                    background={"type": "boolean"},
+                ),
                 "name": "spawn_agent",
             }
         )

@@ -32,6 +32,7 @@ from . import retry
 from .bindings import is_deferred
 from .effects import ASSUMED_DONE_PREVIEW, Effects, _read_result
 from .loop import HOST, result
+from .subagents import Subagents, child_park_reason
 
 PLACEHOLDER = "Running in the background (call {call_id}); its result arrives later."
 NO_RUNNER = "Tool {name} runs in the background, and this deployment has no deferred-call queue."
@@ -53,7 +54,7 @@ def runners_effect(f: Fold, entry: dict[str, str]) -> bool:
     return call is not None and call.call_id in f.running
 
 
-class Deferred(Effects):
+class Deferred(Effects, Subagents):
     def deferred(self, view: View, call: Call) -> bool:
         return is_deferred(self.ctx, view.fold, call.name)
 
@@ -108,6 +109,11 @@ class Deferred(Effects):
             return REQUEST
         if not f.running:
             return GO_ON
+        for call_id in f.running:
+            if call_id in f.spawned:
+                held = self.background_child(view, f.calls[call_id])
+                if held != GO_ON:
+                    return held
         settled = self.settled_late(f)
         if settled is not None:
             self.append(view, [settled])
@@ -128,6 +134,8 @@ class Deferred(Effects):
             return None
         for call_id in f.running:
             call = f.calls[call_id]
+            if call_id in f.spawned:  # tree cancel: the barrier goes to the child; it ends first
+                return self.cancel_spawn(view, call, f.events[f.last_cancel_seq - 1])
             entry = f.effects.get(call.effect_key)
             if entry is None:
                 continue
@@ -138,6 +146,52 @@ class Deferred(Effects):
                 return None
             if entry["status"] == "begun":
                 return self.wait(self.ctx.clock() + self.heartbeat_ms(f))
+        return GO_ON
+
+    def start_background(self, view: View) -> None:
+        """Background children not created yet (their agent_spawned and placeholder are
+        durable): create each and wake it. A crash before repeats this, never twice a child."""
+        f = view.fold
+        for call_id in f.running:
+            spawned = f.spawned.get(call_id)
+            if spawned is None or spawned["data"]["agent_name"] not in (self.ctx.agents or {}):
+                continue
+            if self.child_view(view.record.tenant, spawned["data"]["child_thread_id"]) is None:
+                child = self.create_child(view, spawned, str(f.calls[call_id].input.get("prompt", "")))
+                self.wake(child.branch_id, "spawned")
+
+    def background_child(self, view: View, call: Call) -> str | None:
+        """A running background spawn: its end is agent_finished + its late result; a child that
+        parks parks the parent (as a foreground one does); GO_ON while it runs."""
+        f = view.fold
+        spawned = f.spawned[call.call_id]
+        child_id = spawned["data"]["child_thread_id"]
+        child = self.child_view(view.record.tenant, child_id)
+        if child is None:
+            if spawned["data"]["agent_name"] in (self.ctx.agents or {}):
+                self.start_background(view)
+                return GO_ON
+            data = {
+                "child_thread_id": child_id,
+                "status": "failed",
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+            }
+            text = f"failed: agent {spawned['data']['agent_name']} is not deployed here"
+            self.append(view, [Draft("agent_finished", data, HOST), late(call.call_id, text, True)])
+            return None
+        if self.finish_if_ended(view, call, child):
+            return None
+        cf = child.fold
+        if cf.parked and ("child", child_id) not in f.parked:
+            kind, ident = next(iter(cf.parked))
+            park = {
+                "address": {"id": child_id, "kind": "child"},
+                "reason": child_park_reason(cf, kind, ident),
+            }
+            self.append(view, [Draft("parked", park, HOST)])
+            return None
+        if cf.turn_open and cf.turn.last_model is None:  # not started: (re-)wake it
+            self.wake(child.branch_id, "spawned")
         return GO_ON
 
     @staticmethod

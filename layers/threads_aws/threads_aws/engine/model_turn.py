@@ -62,6 +62,8 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
         """Request again or complete the turn, from the latest answer. Under `stop_when_idle`
         (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`.
         A failed attempt is the retry policy's (engine.retry)."""
+        if view.fold.running:  # background children start at once (engine.deferred)
+            self.start_background(view)
         compacting = self.compaction_next(view, turn)  # compaction's answers, prompt_too_long
         if compacting == APPENDED:
             return None

@@ -214,7 +214,8 @@ class DemoModel:
     - `exec: <command>` → `exec {command}` (the sandbox over the workspace; asks by default);
     - `lambda: <tool> <json>` / `mcp: <tool> <json>` → tool_use `<tool>` with the JSON object as
       input (a Lambda tool, an MCP server's tool: the agent's tool names);
-    - `spawn: <agent>: <task>` → tool_use `spawn_agent {agent, prompt}`;
+    - `spawn: <agent>: <task>` → tool_use `spawn_agent {agent, prompt}`; `bg: <agent>: <task>`
+      the same with `background: true` (the turn goes on; the child's answer arrives late);
     - `handoff: <agent>` → tool_use `handoff {agent}`;
     - `later: <text>` (`later <ms>: <text>`) → tool_use `later {text, delay_ms}` (default 3000
       ms): a deferred tool, so the turn goes on at once and the answer arrives later as a late
@@ -328,10 +329,11 @@ class DemoModel:
             except ValueError:
                 return None
             return (name, args) if isinstance(args, dict) else None
-        if sep and cmd == "spawn":
+        if sep and cmd in ("spawn", "bg"):
             agent, _, task = rest.partition(":")
             if agent.strip() and task.strip():
-                return "spawn_agent", {"agent": agent.strip(), "prompt": task.strip()}
+                spawn: dict[str, Any] = {"agent": agent.strip(), "prompt": task.strip()}
+                return "spawn_agent", {**spawn, "background": True} if cmd == "bg" else spawn
         if sep and cmd == "handoff" and rest:
             return "handoff", {"agent": rest}
         if sep and rest and (cmd == "later" or (cmd.startswith("later ") and cmd[6:].strip().isdigit())):
@@ -366,6 +368,7 @@ def _env_ms(name: str) -> int:
 # ------------------------------------------------------------------ registry
 
 _FACTORIES: dict[str, Callable[[], ModelAdapter]] = {"demo": DemoModel, "scripted": ScriptedModel}
+
 
 def register_adapter(name: str, factory: Callable[[], ModelAdapter]) -> None:
     """Register (or replace, in tests) an adapter factory by adapter name."""
