@@ -365,3 +365,38 @@ def test_tree_cancel_reaches_a_background_child(aws: Any) -> None:
     assert finished["data"]["status"] == "cancelled"
     verify_export(ctx, b)
     verify_export(ctx, child.main_branch_id)
+
+
+def test_worker_killed_between_sending_and_its_placeholder(aws: Any) -> None:
+    """The worker sends the call to its runner, then dies before the placeholder is appended:
+    the spare message waits (the call is still pending); the recovered worker sends again and
+    appends it; both messages together record one late result."""
+    from helpers.engine import crashing
+
+    at = 1
+    while True:  # the first append after the send: the placeholder's
+        ctx, _ = crashing(aws, at=at, when="before")
+        b = new_thread(make_ctx(aws))
+        say(make_ctx(aws), b, "later 0: once")
+        try:
+            run(ctx, b)
+        except Crash:
+            pass
+        sent = messages(aws, ctx, delete=True)
+        if sent:
+            break
+        at += 1
+        assert at < 10
+    assert of_type(ctx, b, "tool_result") == []
+    spare = json.loads(sent[0]["Body"])
+    fresh = make_ctx(aws)
+    with pytest.raises(deferred_runner.RetryLater):
+        deferred_runner.run_one(fresh, spare)  # no placeholder yet: it comes back later
+    assert run(fresh, b).state == "wait"  # recovery: the call is dispatched again
+    (again,) = [json.loads(m["Body"]) for m in messages(aws, fresh, delete=True)]
+    assert again == spare  # the same call, the same token
+    assert deferred_runner.run_one(fresh, spare, receive_count=2) == "appended"
+    assert deferred_runner.run_one(fresh, again) == "done"
+    assert len(of_type(fresh, b, "tool_result_late")) == 1
+    assert run(fresh, b).state == "idle"
+    verify_export(fresh, b)
