@@ -400,3 +400,18 @@ def test_worker_killed_between_sending_and_its_placeholder(aws: Any) -> None:
     assert len(of_type(fresh, b, "tool_result_late")) == 1
     assert run(fresh, b).state == "idle"
     verify_export(fresh, b)
+
+
+def test_stop_when_idle_waits_for_the_deferred_result_then_stops(aws: Any) -> None:
+    ctx, b, message = started(aws)
+    principal = {"issuer": "api", "subject": "alice", "tenant": "acme"}
+    ctx.writer.append(b, [Draft("stop_when_idle", {}, {"kind": "user", "principal": principal})])
+    aws.clock.advance(HEARTBEAT_MS)
+    assert run(ctx, b).state == "wait"  # no heartbeat, no new request: it waits for the result
+    assert of_type(ctx, b, "heartbeat") == []
+    assert deferred_runner.run_one(ctx, message) == "appended"
+    n = len(of_type(ctx, b, "model_request"))
+    assert run(ctx, b).state == "idle"
+    assert len(of_type(ctx, b, "model_request")) == n  # nothing new started
+    assert types(ctx, b)[-2:] == ["tool_result_late", "turn_completed"]
+    verify_export(ctx, b)

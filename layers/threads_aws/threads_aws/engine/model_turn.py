@@ -85,6 +85,10 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
         if limits == APPENDED:
             return None
         attempt, reason = (1, "") if limits else self.after_answer(view.fold, turn)
+        if turn.stop_when_idle and view.fold.running:  # deferred results are in-flight work
+            held = self.hold_for_deferred(view, turn)
+            if held != GO_ON:
+                return held
         if attempt is None and reason == "end_turn":  # deferred calls hold the turn (engine.deferred)
             held = self.hold_for_deferred(view, turn)
             if held == WOKEN:
