@@ -415,3 +415,19 @@ def test_stop_when_idle_waits_for_the_deferred_result_then_stops(aws: Any) -> No
     assert len(of_type(ctx, b, "model_request")) == n  # nothing new started
     assert types(ctx, b)[-2:] == ["tool_result_late", "turn_completed"]
     verify_export(ctx, b)
+
+
+def test_a_call_whose_runner_is_lost_is_given_up_after_max_heartbeats(aws: Any) -> None:
+    from threads_aws.engine.deferred import GAVE_UP, MAX_HEARTBEATS
+
+    ctx, b, message = started(aws)
+    for _ in range(MAX_HEARTBEATS):
+        aws.clock.advance(HEARTBEAT_MS)
+        assert run(ctx, b).state == "wait"
+    assert len(of_type(ctx, b, "heartbeat")) == MAX_HEARTBEATS
+    aws.clock.advance(HEARTBEAT_MS)
+    assert run(ctx, b).state == "idle"
+    (late,) = of_type(ctx, b, "tool_result_late")
+    assert late["data"] == {**late["data"], "is_error": True, "preview": GAVE_UP}
+    assert deferred_runner.run_one(ctx, message) == "done"  # its runner, late: recorded already
+    verify_export(ctx, b)

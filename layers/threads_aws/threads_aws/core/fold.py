@@ -94,6 +94,7 @@ class Turn:
     # model_request (the model hasn't seen it), and the `time` of its latest answer or heartbeat
     woken: bool = False
     quiet_since: int = 0
+    heartbeats: int = 0  # its heartbeats
 
 
 def epoch_settings(ev: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -467,6 +468,7 @@ class Fold:
         if self.turn_open:
             self.turn.woken = True
             self.turn.quiet_since = ev["time"]
+            self.turn.heartbeats += 1
 
     def _on_answer_rejected(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         if ("input", d["call_id"]) not in self.parked:

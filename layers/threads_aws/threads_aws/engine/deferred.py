@@ -37,6 +37,11 @@ from .subagents import Subagents, child_park_reason
 PLACEHOLDER = "Running in the background (call {call_id}); its result arrives later."
 NO_RUNNER = "Tool {name} runs in the background, and this deployment has no deferred-call queue."
 NOT_DONE = "Not executed: the call was settled as not done."
+#: heartbeats in one turn before its running tool calls are given up (about 20 min at the
+#: default heartbeat_ms): the runner settles a call within MAX_RECEIVES receives, so a call still
+#: running by then lost its message
+MAX_HEARTBEATS = 60
+GAVE_UP = "Error: no result arrived; the call was given up."
 #: hold_for_deferred: no deferred work holds the turn (the caller goes on)
 GO_ON = "go_on"
 #: hold_for_deferred: request the model now (it hasn't seen a late result or heartbeat)
@@ -121,8 +126,27 @@ class Deferred(Effects, Subagents):
         due = turn.quiet_since + int(retry.policy(f)["heartbeat_ms"])
         if turn.stop_when_idle or self.ctx.clock() < due:
             return self.wait(due if not turn.stop_when_idle else self.ctx.clock() + self.heartbeat_ms(f))
+        if turn.heartbeats >= MAX_HEARTBEATS:  # its runner is lost: stop paying for wake-ups
+            self.append(view, self.give_up(f))
+            return None
         self.append(view, [Draft("heartbeat", {"running_call_ids": list(f.running)}, HOST)])
         return None
+
+    def give_up(self, f: Fold) -> list[Draft]:
+        """The running calls after MAX_HEARTBEATS: a read-only one ends with an error late
+        result (a late answer of its runner then finds it recorded); an effect is in doubt and
+        parks for a human (C3). A background child is not given up: it has a log of its own."""
+        drafts: list[Draft] = []
+        for call_id in f.running:
+            call = f.calls[call_id]
+            if call_id in f.spawned:
+                continue
+            if call.effect_class == "read_only":
+                drafts.append(late(call_id, GAVE_UP, True))
+            elif f.effects.get(call.effect_key, {}).get("status") == "begun":
+                drafts.append(Draft("effect_unknown", {"call_id": call_id, "reason": "timeout"}, HOST))
+                drafts.append(self.park_effect(call))
+        return drafts or [Draft("heartbeat", {"running_call_ids": list(f.running)}, HOST)]
 
     def hold_cancel(self, view: View) -> str | None:
         """Under a cancel: wait while a running deferred effect is begun (its runner settles
