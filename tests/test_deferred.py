@@ -431,3 +431,39 @@ def test_a_call_whose_runner_is_lost_is_given_up_after_max_heartbeats(aws: Any) 
     assert late["data"] == {**late["data"], "is_error": True, "preview": GAVE_UP}
     assert deferred_runner.run_one(ctx, message) == "done"  # its runner, late: recorded already
     verify_export(ctx, b)
+
+
+def test_background_child_runs_under_its_budget(aws: Any) -> None:
+    """A background spawn's budget is the child run's (agent_spawned.budget): the child that
+    exceeds it ends budget_exhausted, which is the parent's late (error) result."""
+    from threads_aws.engine.models import DemoModel, ScriptedModel
+
+    use = {
+        "type": "tool_use",
+        "call_id": "call_bg_1",
+        "name": "spawn_agent",
+        "input": {"agent": "demo", "background": True, "budget": {"max_model_requests": 1}, "prompt": "time"},
+    }
+    first = ScriptedModel([{"content": [use], "stop_reason": "tool_use"}])
+    calls = []
+
+    def models(_m: Any, _a: Any) -> Any:
+        calls.append(1)
+        return first if len(calls) == 1 else DemoModel()
+
+    ctx = make_ctx(aws, models=models)
+    b = new_thread(ctx)
+    say(ctx, b, "go")
+    assert run(ctx, b).state == "wait"
+    (spawned,) = of_type(ctx, b, "agent_spawned")
+    assert spawned["data"]["budget"] == {"max_model_requests": 1}
+    child = ctx.stores.threads.get_thread("acme", spawned["data"]["child_thread_id"])
+    assert run(ctx, child.main_branch_id).state == "idle"
+    assert of_type(ctx, child.main_branch_id, "budget_exceeded")
+    assert run(ctx, b).state == "idle"
+    (finished,) = of_type(ctx, b, "agent_finished")
+    assert finished["data"]["status"] == "budget_exhausted"
+    (late,) = of_type(ctx, b, "tool_result_late")
+    assert late["data"]["is_error"]
+    verify_export(ctx, b)
+    verify_export(ctx, child.main_branch_id)
