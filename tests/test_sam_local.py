@@ -33,6 +33,7 @@ def test_env_vars_file_covers_every_function_with_its_declared_variables():
         "ChannelInboxQueue": f"{local}/123456789012/t-inbox",
         "ChannelInboxDLQ": f"{local}/123456789012/t-inbox-dlq",
         "RunStepTimerQueue": f"{local}/123456789012/t-run-step-timer",
+        "DeferredCallQueue": f"{local}/123456789012/t-deferred-call",
         "ToolExampleTable": "t-tool-example",
     }
     env, warnings = sam_env_vars(tpl, physical, "us-east-1", endpoint=seen, local_endpoint=local)

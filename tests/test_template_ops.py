@@ -76,7 +76,7 @@ def test_alarms_on_every_function_the_dlqs_and_the_api(resources):
     for lid in of_type(resources, "AWS::Lambda::Function"):
         assert ("AWS/Lambda", "Errors", lid) in watched, lid
         assert ("AWS/Lambda", "Throttles", lid) in watched, lid
-    for dlq in ("RunStepDLQ", "ChannelInboxDLQ"):
+    for dlq in ("RunStepDLQ", "ChannelInboxDLQ", "DeferredCallDLQ"):
         assert ("AWS/SQS", "ApproximateNumberOfMessagesVisible", dlq) in watched
     assert any(m == "5XXError" for ns, m, _ in watched if ns == "AWS/ApiGateway")
     for a in alarms.values():

@@ -365,7 +365,11 @@ CONTEXT_DEFAULTS: dict[str, Any] = {
 #: learns the schema from its system text, whatever the provider).
 OUTPUT_INSTRUCTION = "Answer with one JSON value matching this JSON Schema, and nothing else: "
 #: Keys of an agent tool spec beyond the pinned ToolSpec: where it runs (not model-visible).
-TOOL_BINDING_KEYS = frozenset({"lambda", "timeout_ms"})
+TOOL_BINDING_KEYS = frozenset({"lambda", "timeout_ms", "deferred"})
+#: A deferred (non-blocking) call runs off the turn (engine.deferred), where no human can be
+#: asked about an unknown outcome mid-run: its tool is read-only, or idempotent (the runner
+#: re-sends under the effect key).
+DEFERRED_CLASSES = frozenset({"read_only", "idempotent"})
 TOOLSPEC_KEYS = frozenset(
     {"name", "description", "input_schema", "effect_class", "dedup_window_ms", "output_schema", "ends_turn"}
 )
@@ -529,9 +533,16 @@ def _composition(raw: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, d
     if subs:
         tools.append(
             {
-                "description": "Start a subagent on a task and wait for its result.",
+                "description": "Start a subagent on a task and wait for its result (background: true "
+                "returns at once; its result arrives later).",
                 "effect_class": "reconcilable",
-                "input_schema": _obj(["agent", "prompt"], agent={"enum": subs}, prompt=_TEXT, budget=_BUDGET),
+                "input_schema": _obj(
+                    ["agent", "prompt"],
+                    agent={"enum": subs},
+                    prompt=_TEXT,
+                    budget=_BUDGET,
+                    background={"type": "boolean"},
+                ),
                 "name": "spawn_agent",
             }
         )
@@ -668,6 +679,10 @@ def _tool_errors(where: str, t: dict[str, Any]) -> list[str]:
         errs.append(f"{tw}: timeout_ms must be an integer in 1000..900000")
     if "timeout_ms" in t and "lambda" not in t:
         errs.append(f"{tw}: timeout_ms is for a lambda tool")
+    if "deferred" in t and not isinstance(t["deferred"], bool):
+        errs.append(f"{tw}: deferred must be a boolean")
+    if t.get("deferred") is True and t["effect_class"] not in DEFERRED_CLASSES:
+        errs.append(f"{tw}: a deferred tool is read_only or idempotent")
     return errs
 
 
@@ -727,9 +742,17 @@ def _mcp_errors(where: str, servers: Any) -> list[str]:
 
 
 def _binding(t: dict[str, Any]) -> dict[str, Any] | None:
+    """Where a tool runs: a Lambda function, and/or off the turn (`deferred`: engine.deferred;
+    a deferred built-in keeps kind `builtin`, its executor is the worker's own)."""
+    deferred = {"deferred": True} if t.get("deferred") is True else {}
     if "lambda" in t:
-        return {"function": t["lambda"], "kind": "lambda", "timeout_ms": t.get("timeout_ms", 60_000)}
-    return None
+        return {
+            "function": t["lambda"],
+            "kind": "lambda",
+            "timeout_ms": t.get("timeout_ms", 60_000),
+            **deferred,
+        }
+    return {"kind": "builtin", **deferred} if deferred else None
 
 
 def _agent(name: str, raw: dict[str, Any]) -> Agent:

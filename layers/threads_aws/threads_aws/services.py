@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .engine.step import EngineContext
     from .host.keys import ApiKeys
     from .host.service import Host
+    from .store.deferred_calls import DeferredCalls
     from .store.functions import Functions
     from .store.inbox_queue import InboxQueue
     from .store.protocol import Stores
@@ -119,6 +120,20 @@ class Services:
         return self._once("timer", lambda: StepTimer(self.sqs, url)) if url else None
 
     @property
+    def deferred_calls(self) -> DeferredCalls | None:
+        """Where deferred (non-blocking) calls go to run off the turn, where the deployment has
+        the queue (`store.deferred_calls`)."""
+        from .store.deferred_calls import DeferredCalls, SigningKey
+
+        url = self.names.deferred_call_url
+        if not url:
+            return None
+        return self._once(
+            "deferred_calls",
+            lambda: DeferredCalls(self.sqs, url, SigningKey(self.ddb, self.names.state_table)),
+        )
+
+    @property
     def inbox_queue(self) -> InboxQueue:
         from .store.inbox_queue import InboxQueue
 
@@ -186,6 +201,7 @@ class Services:
                 **{
                     "inbox_queue": self.inbox_queue,
                     "timer": self.timer,
+                    "deferred_calls": self.deferred_calls,
                     "functions": self.functions,
                     "lease_ttl_ms": _lease_ttl_ms(),
                     **overrides,

@@ -45,6 +45,7 @@ class Call:
     approved: bool = False
     result_origin: str | None = None
     deferred: bool = False
+    late: bool = False  # its tool_result_late is recorded (a deferred call's real result)
     # its effect history (read by recovery and cancel; no backward scans)
     attempt: int = 0  # attempt of its latest effect_begin
     first_begin_time: int | None = None  # `time` of its first effect_begin (dedup windows)
@@ -89,6 +90,11 @@ class Turn:
     waited_ms: int = 0  # the sum of its retry_scheduled.delay_ms (max_total_wait_ms)
     retry: dict[str, Any] | None = None  # its latest retry_scheduled data, until the next request
     epoch_seq: int = 0  # seq of its latest settings_changed
+    # Deferred calls (engine.deferred): a late result or a heartbeat since its latest
+    # model_request (the model hasn't seen it), and the `time` of its latest answer or heartbeat
+    woken: bool = False
+    quiet_since: int = 0
+    heartbeats: int = 0  # its heartbeats
 
 
 def epoch_settings(ev: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -154,6 +160,7 @@ class Fold:
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: dict[str, Call] = field(default_factory=dict)
     pending: dict[str, None] = field(default_factory=dict)  # ordered set of call_ids
+    running: dict[str, None] = field(default_factory=dict)  # deferred calls without a late result
     effects: dict[str, dict[str, str]] = field(default_factory=dict)  # effect_key -> entry
     open_effects: int = 0  # effects begun or unknown
     challenges: dict[str, Challenge] = field(default_factory=dict)
@@ -278,6 +285,7 @@ class Fold:
         self.awaiting[ev["event_id"]] = seq
         self.last_request = self.turn.last_model = ev
         self.turn.steered = False
+        self.turn.woken = False
         self.turn.retry = None
         if not self.turn.first_request_seq:
             self.turn.first_request_seq = seq
@@ -298,6 +306,7 @@ class Fold:
     def _on_model_response(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self._settle_attempt(d)
         self.turn.last_model = ev
+        self.turn.quiet_since = ev["time"]
         self.turn.failures = self.turn.retries = self.turn.crashes = 0
         if d["stop_reason"] == "pause_turn" and ev["type"] == "model_response":
             self.turn.pauses += 1
@@ -434,6 +443,8 @@ class Fold:
         call = self.calls[call_id]
         call.result_origin = d["origin"]
         call.deferred = d["origin"] == "deferred"
+        if call.deferred:
+            self.running[call_id] = None
 
     def _check_answer(self, seq: int, call: Call, answer: str) -> None:
         """Rule 25 (as the reference cases read it): an answer to a question with options is one
@@ -453,6 +464,16 @@ class Fold:
         call = self.calls.get(d["call_id"])
         if call is None or not call.deferred:
             raise self._bad(seq, "tool_result_late without a deferred tool_result")  # rule 7
+        call.late = True
+        self.running.pop(call.call_id, None)
+        if self.turn_open:
+            self.turn.woken = True
+
+    def _on_heartbeat(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if self.turn_open:
+            self.turn.woken = True
+            self.turn.quiet_since = ev["time"]
+            self.turn.heartbeats += 1
 
     def _on_answer_rejected(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         if ("input", d["call_id"]) not in self.parked:

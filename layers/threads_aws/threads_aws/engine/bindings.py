@@ -58,3 +58,10 @@ def composition_for(ctx: EngineContext, fold: Fold, name: str) -> dict[str, Any]
     agent = pinned_agent(ctx, fold)
     binding = (agent.bindings if agent is not None else {}).get(name)
     return binding if binding is not None and binding.get("kind") in COMPOSITION else None
+
+
+def is_deferred(ctx: EngineContext, fold: Fold, name: str) -> bool:
+    """The pinned agent declares the tool `deferred`: its calls run off the turn (engine.deferred)."""
+    agent = pinned_agent(ctx, fold)
+    binding = (agent.bindings if agent is not None else {}).get(name)
+    return bool(binding and binding.get("deferred"))

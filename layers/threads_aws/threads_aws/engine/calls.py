@@ -21,7 +21,7 @@ from ..store.approvals import ApprovalRow
 from ..store.questions import QuestionRow
 from ..writer import Draft, View
 from .bindings import composition_for, executor_for, pinned_agent
-from .effects import Effects
+from .deferred import Deferred
 from .handoff import Handoff, under_ceiling
 from .hooks import before_tool, gate
 from .loop import HOST, RECOVERY, TOOL, result
@@ -35,7 +35,7 @@ from .tools import Executor, ToolContext, ToolOutput
 MAX_DEDUP_RESENDS = 3  # re-sends inside a dedup window after unknown outcomes; then a human decides
 
 
-class Calls(Effects, Parallel, Subagents, Handoff, Team):
+class Calls(Deferred, Parallel, Subagents, Handoff, Team):
     def advance_call(self, view: View, call: Call) -> str | None:
         f = view.fold
         spawned = f.spawned.get(call.call_id)
@@ -242,6 +242,8 @@ class Calls(Effects, Parallel, Subagents, Handoff, Team):
                 view, [result(call.call_id, f"Tool {call.name} is not available.", "not_executed", True)]
             )
             return None
+        if self.deferred(view, call) and view.record.stubs_sha256 is None:
+            return self.dispatch_deferred(view, call, attempt=attempt)  # off the turn (engine.deferred)
         readonly = call.effect_class == "read_only"
         rec = view.record
         tc = ToolContext(

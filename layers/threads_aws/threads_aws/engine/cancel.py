@@ -13,7 +13,7 @@ from typing import Any
 
 from ..core.fold import Fold
 from ..writer import Draft, View
-from .effects import Effects
+from .deferred import GO_ON, Deferred
 from .loop import HOST, result
 from .model_turn import abandon_open_attempts
 from .subagents import Subagents
@@ -30,7 +30,7 @@ def open_cancel(f: Fold) -> dict[str, Any] | None:
     return None if ev["event_id"] in f.cancels_settled else ev
 
 
-class Cancel(Effects, Subagents):
+class Cancel(Deferred, Subagents):
     def cancel_turn(self, view: View, cancel: dict[str, Any]) -> str | None:
         f = view.fold
         if f.awaiting:
@@ -39,6 +39,10 @@ class Cancel(Effects, Subagents):
         for call_id in f.pending:
             if call_id in f.spawned:  # run to the child's end first (engine.subagents)
                 return self.cancel_spawn(view, f.calls[call_id], cancel)
+        if f.running:  # a running deferred effect settles first (engine.deferred)
+            held = self.hold_cancel(view)
+            if held != GO_ON:
+                return held
         closing: list[Draft] = []
         for call_id in f.pending:
             call = f.calls[call_id]

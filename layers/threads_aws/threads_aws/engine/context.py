@@ -55,6 +55,7 @@ class EngineContext:
     stores: Stores
     steps: StepQueue | None = None
     timer: StepTimer | None = None  # wakes a branch when its retry is due (engine.retry_turn)
+    deferred_calls: Any = None  # store.deferred_calls.DeferredCalls: deferred calls' runner queue
     agents: dict[str, Any] | None = None
     models: ModelResolver = adapter_for
     clock: Callable[[], int] = wall_ms

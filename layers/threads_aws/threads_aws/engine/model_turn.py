@@ -22,6 +22,8 @@ from . import answer_fit, retry
 from .budgets import Budgets
 from .compaction import Compaction
 from .continuation import Continuation
+from .deferred import GO_ON
+from .deferred import REQUEST as WOKEN
 from .deltas import DeltaPublisher
 from .loop import HOST, MODEL, RECOVERY
 from .models import ModelError
@@ -60,6 +62,8 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
         """Request again or complete the turn, from the latest answer. Under `stop_when_idle`
         (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`.
         A failed attempt is the retry policy's (engine.retry)."""
+        if view.fold.running:  # background children start at once (engine.deferred)
+            self.start_background(view)
         compacting = self.compaction_next(view, turn)  # compaction's answers, prompt_too_long
         if compacting == APPENDED:
             return None
@@ -81,6 +85,16 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
         if limits == APPENDED:
             return None
         attempt, reason = (1, "") if limits else self.after_answer(view.fold, turn)
+        if turn.stop_when_idle and view.fold.running:  # deferred results are in-flight work
+            held = self.hold_for_deferred(view, turn)
+            if held != GO_ON:
+                return held
+        if attempt is None and reason == "end_turn":  # deferred calls hold the turn (engine.deferred)
+            held = self.hold_for_deferred(view, turn)
+            if held == WOKEN:
+                return self.request(view, attempt=1)
+            if held != GO_ON:
+                return held
         if attempt is not None and turn.stop_when_idle:
             return self.complete_turn(view, "interrupted")
         if attempt is not None:

@@ -214,12 +214,16 @@ class DemoModel:
     - `exec: <command>` → `exec {command}` (the sandbox over the workspace; asks by default);
     - `lambda: <tool> <json>` / `mcp: <tool> <json>` → tool_use `<tool>` with the JSON object as
       input (a Lambda tool, an MCP server's tool: the agent's tool names);
-    - `spawn: <agent>: <task>` → tool_use `spawn_agent {agent, prompt}`;
+    - `spawn: <agent>: <task>` → tool_use `spawn_agent {agent, prompt}`; `bg: <agent>: <task>`
+      the same with `background: true` (the turn goes on; the child's answer arrives late);
     - `handoff: <agent>` → tool_use `handoff {agent}`;
     - `team: <agent>: a; b; c` → the lead's team (`engine.team`): `team_task_create` t1..tn (each
       blocked by the one before), then one `spawn_agent {agent, prompt: "work: t<i>"}` per task;
       `work: <task_id>` → `team_task_claim`, and once claimed a `team_message` to the lead and
       `team_task_update{completed}`;
+    - `later: <text>` (`later <ms>: <text>`) → tool_use `later {text, delay_ms}` (default 3000
+      ms): a deferred tool, so the turn goes on at once and the answer arrives later as a late
+      result (`engine.deferred`); while it runs it answers a heartbeat with the running ids;
     - anything else → the text `You said: "<line>"`;
     - `long: <n>`, structured output, compaction, `max_tokens` and token counts:
       `engine.demo_limits`.
@@ -275,6 +279,9 @@ class DemoModel:
                 preview = preview[:PREVIEW_CHARS] + "…"
             heard = f" ({mail} team message{'s' if mail != 1 else ''} read)" if mail else ""
             return [{"type": "text", "text": f"Done: {preview}{heard}"}], "end_turn"
+        if last.get("role") == "user" and _text_of(last.get("content")).startswith("<heartbeat>"):
+            running = _text_of(last.get("content")).split("running: ", 1)[-1].split("\n", 1)[0]
+            return [{"type": "text", "text": f"Still running: {running}"}], "end_turn"
         text = ""
         for line in reversed(lines[1:]):
             if line.get("role") == "user":
@@ -339,14 +346,18 @@ class DemoModel:
             except ValueError:
                 return None
             return (name, args) if isinstance(args, dict) else None
-        if sep and cmd == "spawn":
+        if sep and cmd in ("spawn", "bg"):
             agent, _, task = rest.partition(":")
             if agent.strip() and task.strip():
-                return "spawn_agent", {"agent": agent.strip(), "prompt": task.strip()}
+                spawn: dict[str, Any] = {"agent": agent.strip(), "prompt": task.strip()}
+                return "spawn_agent", {**spawn, "background": True} if cmd == "bg" else spawn
         if sep and cmd == "handoff" and rest:
             return "handoff", {"agent": rest}
         if sep and cmd == "work" and rest:
             return "team_task_claim", {"task_id": rest}
+        if sep and rest and (cmd == "later" or (cmd.startswith("later ") and cmd[6:].strip().isdigit())):
+            delay = int(cmd[6:].strip()) if cmd != "later" else 3000
+            return "later", {"delay_ms": min(delay, 600_000), "text": rest}
         return None
 
 
@@ -423,6 +434,7 @@ def _env_ms(name: str) -> int:
 # ------------------------------------------------------------------ registry
 
 _FACTORIES: dict[str, Callable[[], ModelAdapter]] = {"demo": DemoModel, "scripted": ScriptedModel}
+
 
 def register_adapter(name: str, factory: Callable[[], ModelAdapter]) -> None:
     """Register (or replace, in tests) an adapter factory by adapter name."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..core.fold import Call, Fold
 from ..writer import View
-from .bindings import executor_for
+from .bindings import executor_for, is_deferred
 from .context import EngineContext
 from .loop import StepBase, result
 from .replies import is_host_call
@@ -38,6 +38,8 @@ CONCURRENT_BUILTINS = frozenset({"time", "read_file", "list_files", "glob", "gre
 def is_concurrent(ctx: EngineContext, f: Fold, call: Call) -> bool:
     """A call that may run beside others: pinned read_only and its executor concurrent."""
     if call.effect_class != "read_only" or is_host_call(call) or call.name in ("ask_user", "todo_write"):
+        return False
+    if is_deferred(ctx, f, call.name):  # it runs off the turn, one placeholder at a time
         return False
     executor = executor_for(ctx, f, call.name)
     if executor is None:

@@ -38,6 +38,7 @@ from ..core.fold import Turn
 from ..writer import Draft, View
 from .cancel import Cancel, open_cancel
 from .context import EngineContext, StepOutcome
+from .deferred import runners_effect
 from .loop import HOST, RECOVERY, Stop
 from .model_turn import ModelTurn, abandon_open_attempts
 from .parks import Parks
@@ -111,7 +112,7 @@ class _Step(ModelTurn, Cancel, Replies, Parks):
         # Only walk the effects when one is open (the fold counts them): a thread's settled
         # effects are never looked at again.
         for entry in f.effects.values() if f.open_effects else ():
-            if entry["status"] == "begun":  # its holder crashed between begin and commit
+            if entry["status"] == "begun" and not runners_effect(f, entry):  # its holder crashed
                 data = {"call_id": entry["call_id"], "reason": "crash_after_begin"}
                 self.append(view, [Draft("effect_unknown", data, RECOVERY)])
                 return None

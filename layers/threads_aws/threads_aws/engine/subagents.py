@@ -45,6 +45,7 @@ from .loop import HOST, StepBase, result
 CHILD_REASON = "ancestor cancelled"
 END_STATUS = {"end_turn": "completed", "cancelled": "cancelled", "budget_exhausted": "budget_exhausted"}
 NEVER_STARTED = "cancelled: the child was cancelled before it started"
+BACKGROUND_PREVIEW = "Started {agent} in the background (thread {child}); its result arrives later."
 
 
 class Subagents(StepBase):
@@ -69,16 +70,21 @@ class Subagents(StepBase):
         if problem is not None:
             self.append(view, [result(call.call_id, problem, "not_executed", True)])
             return None
+        background = call.input.get("background") is True
         data: dict[str, Any] = {
             "agent_name": name,
             "call_id": call.call_id,
             "child_thread_id": new_uuid7(),
             "isolation": "none",
-            "mode": "foreground",
+            "mode": "background" if background else "foreground",
         }
         if budget:
             data["budget"] = budget
-        self.append(view, [Draft("agent_spawned", data, HOST)])
+        drafts = [Draft("agent_spawned", data, HOST)]
+        if background:  # the turn goes on; the child's end is the late result (engine.deferred)
+            text = BACKGROUND_PREVIEW.format(agent=name, child=data["child_thread_id"])
+            drafts.append(result(call.call_id, text, "deferred", False))
+        self.append(view, drafts)
         return None
 
     def child_view(self, tenant: str, child_thread_id: str) -> View | None:
@@ -149,7 +155,8 @@ class Subagents(StepBase):
         return "parked"
 
     def finish_if_ended(self, view: View, call: Call, child: View) -> bool:
-        """Step 5 when the child's run ended: agent_finished + the call's result (one append)."""
+        """Step 5 when the child's run ended: agent_finished + the call's result (one append;
+        a background child's is its `tool_result_late`, the placeholder stays)."""
         cf = child.fold
         if cf.turn_open or cf.parked or not cf.turns_completed:
             return False
@@ -162,13 +169,12 @@ class Subagents(StepBase):
             "usage": usage_of(cf),
         }
         preview = text if status == "completed" else f"{status}: {text}"
-        self.append(
-            view,
-            [
-                Draft("agent_finished", data, HOST),
-                result(call.call_id, preview, "executed", status != "completed"),
-            ],
-        )
+        closing = result(call.call_id, preview, "executed", status != "completed")
+        if call.call_id in view.fold.running:
+            closing = Draft(
+                "tool_result_late", {k: v for k, v in closing.data.items() if k != "origin"}, HOST
+            )
+        self.append(view, [Draft("agent_finished", data, HOST), closing])
         return True
 
     def child_resumed(self, view: View, child_id: str) -> str | None:
@@ -213,11 +219,12 @@ class Subagents(StepBase):
                 "status": "cancelled",
                 "usage": {"input_tokens": 0, "output_tokens": 0},
             }
-            drafts = [
-                Draft("agent_finished", data, HOST),
-                result(call.call_id, NEVER_STARTED, "executed", True),
-            ]
-            self.append(view, drafts)
+            closing = result(call.call_id, NEVER_STARTED, "executed", True)
+            if call.call_id in view.fold.running:  # a background child: its late result
+                closing = Draft(
+                    "tool_result_late", {k: v for k, v in closing.data.items() if k != "origin"}, HOST
+                )
+            self.append(view, [Draft("agent_finished", data, HOST), closing])
             return None
         if self.finish_if_ended(view, call, child):
             return None

@@ -99,9 +99,23 @@ def run_note(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
     return ToolOutput(f"stored note {n}")
 
 
+MAX_LATER_MS = 600_000
+
+
+def run_later(args: dict[str, Any], tc: ToolContext) -> ToolOutput:
+    """The demo's deferred tool (declared `deferred` by the demo agent, so the deferred runner
+    runs it off the turn): it takes `delay_ms`, then answers its text."""
+    import time
+
+    delay = args.get("delay_ms", 3000)
+    time.sleep(max(0, min(int(delay) if isinstance(delay, int) else 0, MAX_LATER_MS)) / 1000)
+    return ToolOutput(f"later: {args.get('text', '')}")
+
+
 # ask_user has no executor: the worker parks on it.
 BUILTIN_EXECUTORS: dict[str, Executor] = {
     "time": run_time,
     "todo_write": run_todo_write,
     "note": run_note,
+    "later": run_later,
 }

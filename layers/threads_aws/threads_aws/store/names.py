@@ -18,6 +18,7 @@ ROLES = {
     "run_step_dlq_url": "RunStepDLQ",
     "inbox_dlq_url": "ChannelInboxDLQ",
     "run_step_timer_url": "RunStepTimerQueue",
+    "deferred_call_url": "DeferredCallQueue",
 }
 ENV = {
     "events_table": "EVENTS_TABLE",
@@ -27,7 +28,10 @@ ENV = {
     "inbox_queue_url": "CHANNEL_INBOX_QUEUE_URL",
 }
 # Read when set (only the worker has them).
-OPTIONAL_ENV = {"run_step_timer_url": "RUN_STEP_TIMER_QUEUE_URL"}
+OPTIONAL_ENV = {
+    "run_step_timer_url": "RUN_STEP_TIMER_QUEUE_URL",
+    "deferred_call_url": "DEFERRED_CALL_QUEUE_URL",
+}
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class ResourceNames:
     run_step_dlq_url: str | None = None
     inbox_dlq_url: str | None = None
     run_step_timer_url: str | None = None
+    deferred_call_url: str | None = None
     physical: Mapping[str, str] = field(default_factory=dict)  # logical id -> name / queue url
 
     @classmethod

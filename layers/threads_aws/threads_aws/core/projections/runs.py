@@ -5,7 +5,7 @@
 can never disagree about which run an event belongs to or when a run ended.
 
 Ordering: a run's outcome freezes at the **first** point its completion holds (output, no open
-turn, no open park, no unfinished background child); later wake turns attributed to it don't
+turn, no open park, no unfinished background child or deferred call); later wake turns attributed to it don't
 change it. Run completion never reads time.
 """
 
@@ -35,6 +35,7 @@ class RunTrack:
     turn_open: bool = True
     parks: dict[tuple[str, str], str] = field(default_factory=dict)  # address -> reason, open order
     bg_children: set[str] = field(default_factory=set)
+    bg_calls: set[str] = field(default_factory=set)  # deferred calls without their late result
     last_response: Event | None = None
     has_output: bool = False
     accepted: tuple[bool, Any] = (False, None)
@@ -60,6 +61,7 @@ class RunTrack:
             and not self.turn_open
             and not self.parks
             and not self.bg_children
+            and not self.bg_calls
         ):
             self.status = "completed"
             self.output_event = self.last_response
@@ -84,6 +86,7 @@ def track_runs(events: Iterable[Event]) -> list[RunTrack]:
     runs: list[RunTrack] = []
     cur: RunTrack | None = None  # run of the open turn
     child_owner: dict[Any, RunTrack] = {}
+    call_owner: dict[Any, RunTrack] = {}  # deferred call_id -> its run
     purposes: dict[Any, Any] = {}
     went_out: set[Any] = set()  # calls whose latest effect event isn't a not_sent settlement
     missed = False  # a call that never went out closed not_executed since the last model request
@@ -122,6 +125,16 @@ def track_runs(events: Iterable[Event]) -> list[RunTrack]:
                 child_owner[cid] = r
                 if d.get("mode") == "background":
                     r.bg_children.add(cid)
+        elif t == "tool_result" and d.get("origin") == "deferred":
+            cid = d.get("call_id")
+            if r is not None and isinstance(cid, str):
+                call_owner[cid] = r
+                r.bg_calls.add(cid)
+        elif t == "tool_result_late":
+            owner = call_owner.pop(d.get("call_id"), None)
+            if owner is not None:
+                owner.bg_calls.discard(d["call_id"])
+                owner._check_completed()
         elif t == "agent_finished":
             owner = child_owner.get(d.get("child_thread_id"))
             if owner is not None:
