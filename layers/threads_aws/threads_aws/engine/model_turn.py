@@ -8,10 +8,14 @@ classifies it: `ModelError.abandoned`), appended with what follows it (a retry, 
 turn's end: `engine.retry`, `engine.retry_turn`); an exception of unknown outcome is abandoned
 `unknown`. Before anything is stored, the adapter's capability pre-check (`preflight`) may end
 the turn `error` with content_unsupported / continuation_unsupported: no model_request then.
+An adapter that can look answers up (`engine.recovery`) gets `on_accepted`, recording the
+provider's id of the request before its answer; a step that finds the request still open after
+a crash recovers the answer with it (`RecoverAnswers`) or abandons it.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .. import observability
@@ -27,7 +31,10 @@ from .loop import HOST, MODEL, RECOVERY
 from .models import ModelError, ModelResult
 from .models import preflight as capability_check
 from .output import APPENDED, REQUEST, Output
+from .recovery import RecoverAnswers, client_request_id, recoverable, recovered_draft
 from .retry_turn import RetryTurn
+
+log = logging.getLogger("threads_aws.engine")
 
 MAX_PAUSE_CONTINUATIONS = 3
 ABANDON_REASONS = frozenset(
@@ -55,7 +62,7 @@ def abandon_open_attempts(f: Fold, reason: str) -> list[Draft]:
     ]
 
 
-class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
+class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets, RecoverAnswers):
     def next_model_step(self, view: View, turn: Turn) -> str | None:
         """Request again or complete the turn, from the latest answer. Under `stop_when_idle`
         (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`.
@@ -143,6 +150,7 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
         rid = lines[0].event_id
         assert rid is not None
         live = DeltaPublisher(self.ctx.stores.deltas, self.branch_id, rid)  # token deltas
+        extra = self.accepted_hook(adapter, settings, rid)  # the provider's id, for recovery
         try:
             with self.heartbeat(view):  # the lease outlives a long answer
                 answer = adapter.complete(
@@ -152,6 +160,7 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
                     branch_id=self.branch_id,
                     artifacts=self.ctx.artifacts,
                     on_delta=live,
+                    **extra,
                 )
         except ModelError as exc:  # classified by the adapter: outcome, reason, billing, retry-after
             failed = exc.abandoned(rid, ABANDON_REASONS)
@@ -164,8 +173,27 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
         self.append_sticky(lambda v: self.answer_drafts(v, rid, answer))
         return None
 
-    def answer_drafts(self, view: View, rid: str, answer: ModelResult) -> list[Draft]:
-        """The response, then each proposed call with its permission decision."""
+    def accepted_hook(self, adapter: Any, settings: dict[str, Any], rid: str) -> dict[str, Any]:
+        """`on_accepted(provider_request_id)` for an adapter that can recover answers (engine.recovery):
+        the id is recorded as soon as the provider accepts the request, before the answer."""
+        rows = self.ctx.stores.provider_requests
+        if rows is None or not recoverable(adapter, settings):
+            return {}
+        branch_id = self.branch_id
+
+        def on_accepted(provider_request_id: str) -> None:
+            try:
+                rows.put(branch_id, rid, provider_request_id)
+            except Exception:  # noqa: BLE001 - a lost row only loses the lookup, never the answer
+                log.warning("recording the provider id of %s failed", rid, exc_info=True)
+
+        return {"client_request_id": client_request_id(branch_id, rid), "on_accepted": on_accepted}
+
+    def answer_drafts(
+        self, view: View, rid: str, answer: ModelResult, *, provider_request_id: str | None = None
+    ) -> list[Draft]:
+        """The response (recovered when it has the provider's id), then each proposed call with
+        its permission decision."""
         response = {
             "completeness": "complete",
             "content": answer.content,
@@ -173,7 +201,11 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
             "stop_reason": answer.stop_reason,
             "usage": answer.usage,
         }
-        drafts = [Draft("model_response", response, MODEL)]
+        drafts = [
+            Draft("model_response", response, MODEL)
+            if provider_request_id is None
+            else recovered_draft(rid, answer, provider_request_id)
+        ]
         for part in answer.content:
             if part.get("type") != "tool_use":
                 continue

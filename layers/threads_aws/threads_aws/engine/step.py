@@ -38,7 +38,7 @@ from ..writer import Draft, View
 from .cancel import Cancel, open_cancel
 from .context import EngineContext, StepOutcome
 from .loop import HOST, RECOVERY, Stop
-from .model_turn import ModelTurn, abandon_open_attempts
+from .model_turn import ModelTurn
 from .replies import Replies, is_host_call
 from .snapshots import snapshot_draft, snapshot_due
 
@@ -129,8 +129,8 @@ class _Step(ModelTurn, Cancel, Replies):
             return self.cancel_turn(view, cancel)
         if f.parked:
             return "parked"
-        if f.awaiting:
-            self.append(view, abandon_open_attempts(f, "crash"))
+        if f.awaiting:  # its worker died with the answer in flight: look it up, or abandon it
+            self.recover_open_attempts(view)
             return None
         # A host call (a channel reply) is never the model's: `replies` sends and settles it.
         call_id = next((c for c in f.pending if not is_host_call(f.calls[c])), None)
