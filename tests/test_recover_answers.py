@@ -9,6 +9,7 @@ retry policy's crash re-send. Every log exports, re-imports and re-renders."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterator
@@ -126,7 +127,7 @@ def recovering_thread(ctx: EngineContext, recover: bool = True) -> str:
     ctx.store.create_branch(
         NewBranch(thread_id=thread_id, tenant="acme", branch_id=branch_id, header=header, create_thread=True)
     )
-    started = load_agents()["openai"].thread_started()
+    started = copy.deepcopy(load_agents()["openai"].thread_started())  # never the loaded agent's
     settings = {"api": "responses", "recover": recover, "recover_wait_s": 1}
     started["adapter"] = {**started["adapter"], "settings": settings}
     started["policy"].pop("fallback", None)

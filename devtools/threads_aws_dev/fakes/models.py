@@ -22,7 +22,8 @@ Failure modes, queued per provider (`*` = any) and consumed one per request:
 (500), `prompt_too_long` (each provider's 400), `drop` (a 200 stream cut mid-way), `hang`
 (an OpenAI Responses stream that starts, then holds the connection silent for
 `FakeState.hang_s`: the client dies with the answer in flight). `GET /_fake/requests` lists the
-bodies received (the billed requests); `POST /_fake/reset` clears both. OpenAI's stored responses: `GET /v1/responses/{id}`.
+bodies received (the billed requests); `POST /_fake/reset` clears both. OpenAI's stored
+responses: `GET /v1/responses/{id}`.
 
 This module routes and serves; each API is its own module (`anthropic_messages`, `openai_api`,
 `bedrock_converse`) over what they share (`model_base`: the model, failures, HTTP plumbing).

@@ -172,6 +172,7 @@ class Fold:
     message_ids: set[str] = field(default_factory=set)
     boundary_after: dict[int, bool] = field(default_factory=dict)
     compacted_ranges: list[tuple[int, int]] = field(default_factory=list)
+    cleared: set[str] = field(default_factory=set)  # call ids whose result a context_edited cleared
     snapshots: dict[int, tuple[bool, int | None, str]] = field(
         default_factory=dict
     )  # seq -> (quiescent, expires, id)
@@ -594,6 +595,7 @@ class Fold:
                     s, e = span["start"], span["end"]
                     if not (s <= e <= len(raw)) or not _char_boundary(raw, s) or not _char_boundary(raw, e):
                         raise self._bad(seq, "redact span is not on character boundaries inside the part")
+        self.cleared.update(e["call_id"] for e in d["edits"] if e["action"] == "clear")
 
     def _result_part_text(self, call_id: str, part: int) -> str | None:
         for ev, known in zip(reversed(self.events), reversed(self.known), strict=True):

@@ -25,6 +25,7 @@ from ..writer import Draft, View
 from . import retry
 from .budgets import Budgets
 from .compaction import Compaction
+from .context_edits import ClearResults
 from .continuation import Continuation
 from .deltas import DeltaPublisher
 from .loop import HOST, MODEL, RECOVERY
@@ -62,7 +63,7 @@ def abandon_open_attempts(f: Fold, reason: str) -> list[Draft]:
     ]
 
 
-class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets, RecoverAnswers):
+class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets, RecoverAnswers, ClearResults):
     def next_model_step(self, view: View, turn: Turn) -> str | None:
         """Request again or complete the turn, from the latest answer. Under `stop_when_idle`
         (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`.
@@ -139,6 +140,8 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets, RecoverAns
             return self.complete_turn(view, "error", retry.turn_code(refused.code))
         head = renderer.line0()
         prefix = {"bytes": len(head), "sha256": sha256_hex(head)}
+        if self.clear_results(view, body):
+            return None  # old results cleared (engine.context_edits): the next decision renders again
         if self.preflight(view, body):
             return None  # compacted first, or the turn ended context_exhausted (engine.compaction)
         ref = self.ctx.artifacts.put(body, "application/x-ndjson")  # the bytes first (C2)
