@@ -587,7 +587,7 @@ class Fold:
             if call is None or call.result_origin is None:
                 raise self._bad(seq, "context_edited names a call without a recorded result")  # rule 19
             if edit["action"] == "redact":
-                text = self._result_part_text(call.call_id, edit["part"])
+                text = self.result_part_text(call.call_id, edit["part"])
                 if text is None:
                     raise self._bad(seq, "redact part is not a text part")
                 raw = text.encode("utf-8")
@@ -597,7 +597,7 @@ class Fold:
                         raise self._bad(seq, "redact span is not on character boundaries inside the part")
         self.cleared.update(e["call_id"] for e in d["edits"] if e["action"] == "clear")
 
-    def _result_part_text(self, call_id: str, part: int) -> str | None:
+    def result_part_text(self, call_id: str, part: int) -> str | None:
         for ev, known in zip(reversed(self.events), reversed(self.known), strict=True):
             if (
                 known
