@@ -11,14 +11,11 @@ re-imports."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from helpers.dev_process import DevProcess, dev_process, wait_until
+from helpers.dev_process import DevProcess, dev_process, export_verifies, wait_until
 from threads_aws import agents
 from threads_aws_dev.fakes.models import FakeServer
 
@@ -38,18 +35,6 @@ def agents_file(tmp: Path) -> Path:
     path = tmp / "agents.json"
     path.write_text(json.dumps({**bundled, "openai-recover": recovering}))
     return path
-
-
-def export_verifies(dev: DevProcess, branch_id: str, tmp: Path) -> None:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **dev.env}
-    out = tmp / f"{branch_id}.jsonl"
-    cli = [sys.executable, "-m", "threads_aws_dev", "log"]
-    subprocess.run([*cli, "export", "--branch", branch_id, "-o", str(out)], env=env, check=True, timeout=60)
-    verified = subprocess.run([*cli, "verify", str(out)], capture_output=True, text=True, timeout=60)
-    assert verified.returncode == 0 and verified.stdout.startswith("ok "), verified.stderr
-    from threads_aws.core.importer import import_log
-
-    assert import_log(out.read_bytes()).fold.head_seq > 0
 
 
 def provider_row(dev: DevProcess, branch_id: str, request_event_id: str) -> Any:
