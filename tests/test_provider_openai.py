@@ -420,3 +420,44 @@ def test_cannot_express_is_refused_before_sending() -> None:
             complete(adapter(lambda r: httpx2.Response(500)), req, arts)
         assert ei.value.outcome == "not_sent" and not ei.value.retryable
     assert len(SEEN) == n
+
+
+def test_recover_unstreamed_background_answers_after_polling_and_reports_its_id() -> None:
+    """`recover: true` without streaming: the POST answers `queued` (background), the adapter
+    hands the id to `on_accepted` and polls `GET /responses/{id}` until it is done."""
+    seen: list[str] = []
+    states = iter(["in_progress", "completed"])
+    msg = {"content": [{"annotations": [], "text": "hi", "type": "output_text"}], "id": "m",
+           "role": "assistant", "status": "completed", "type": "message"}  # fmt: skip
+
+    def handler(req: httpx2.Request) -> httpx2.Response:
+        seen.append(req.url.path)
+        if req.method == "POST":
+            SEEN.append({"body": json.loads(req.content), "path": req.url.path})
+            return httpx2.Response(200, json=response([], "queued", metadata={"client_request_id": "b:r"}))
+        status = next(states)
+        return httpx2.Response(200, json=response([msg] if status == "completed" else [], status))
+
+    accepted: list[str] = []
+    req = request("openai", [user("hello")], settings={"recover": True, "stream": False})
+    http = httpx2.Client(transport=httpx2.MockTransport(handler))
+    client = openai.OpenAI(
+        api_key="sk-test", base_url="http://openai.test/v1", max_retries=0, http_client=http
+    )
+    out = OpenAIAdapter(client).complete(
+        req,
+        settings={},
+        request_event_id="r",
+        branch_id="b",
+        artifacts=MemoryArtifacts(),
+        client_request_id="b:r",
+        on_accepted=accepted.append,
+    )
+    assert (out.content, out.stop_reason) == ([{"text": "hi", "type": "text"}], "end_turn")
+    assert accepted == ["resp_1"]
+    sent = SEEN[-1]["body"]
+    assert (sent["store"], sent["background"], sent["metadata"]) == (True, True, {"client_request_id": "b:r"})
+    assert seen == ["/v1/responses", "/v1/responses/resp_1", "/v1/responses/resp_1"]
+    assert OpenAIAdapter.recoverable({"adapter": {"settings": {"recover": True}}})
+    assert not OpenAIAdapter.recoverable({"adapter": {"settings": {"recover": True, "api": "chat"}}})
+    assert not OpenAIAdapter.recoverable({"adapter": {"settings": {}}})

@@ -25,6 +25,7 @@ BODIES = (
     "SteerRequest",  # ours (add-only): the served contract's additions
     "CancelRequest",
     "StopRequest",
+    "RedactRequest",
 )
 _HOST = Path(__file__).resolve().parents[2] / "layers" / "threads_aws" / "threads_aws" / "host"
 OUT = _HOST / "_bodies.py"

@@ -167,6 +167,20 @@ class DevProcess:
             time.sleep(0.1)
 
 
+def export_verifies(dev: DevProcess, branch_id: str, tmp: Path) -> None:
+    """The stored branch exports (`threads-aws log export`), verifies offline (rules and every
+    request re-rendered) and re-imports."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **dev.env}
+    out = tmp / f"{branch_id}.jsonl"
+    cli = [sys.executable, "-m", "threads_aws_dev", "log"]
+    subprocess.run([*cli, "export", "--branch", branch_id, "-o", str(out)], env=env, check=True, timeout=60)
+    verified = subprocess.run([*cli, "verify", str(out)], capture_output=True, text=True, timeout=60)
+    assert verified.returncode == 0 and verified.stdout.startswith("ok "), verified.stderr
+    from threads_aws.core.importer import import_log
+
+    assert import_log(out.read_bytes()).fold.head_seq > 0
+
+
 D = TypeVar("D", bound=DevProcess)
 
 

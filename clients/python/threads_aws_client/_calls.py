@@ -164,6 +164,26 @@ def stop(thread_id: str, reason: str | None = None, *, branch_id: str | None = N
     return Call.post(_thread(thread_id, "/stop"), body, params={"branch_id": branch_id})
 
 
+def redact(
+    thread_id: str,
+    call_id: str,
+    *,
+    match: str | None = None,
+    spans: list[dict[str, int]] | None = None,
+    part: int | None = None,
+    branch_id: str | None = None,
+) -> Call[Appended]:
+    """redactResult: POST …/redactions (ours): forget a span of a tool result (every occurrence
+    of `match`, or UTF-8 byte `spans`) from the model's context."""
+    if (match is None) == (spans is None):
+        raise ValueError("redact takes match or spans, not both")
+    body: dict[str, Any] = {"call_id": call_id}
+    body.update({"match": match} if match is not None else {"spans": list(spans or [])})
+    if part is not None:
+        body["part"] = part
+    return Call.post(_thread(thread_id, "/redactions"), body, params={"branch_id": branch_id})
+
+
 def set_model(
     thread_id: str,
     model: dict[str, str],
@@ -248,6 +268,7 @@ OPERATIONS: dict[str, str] = {
     "cancel": "cancel",
     "steer": "steer",
     "stop": "stop",
+    "redactResult": "redact",
     "setModel": "set_model",
     "setMode": "set_mode",
     "createSchedule": "create_schedule",

@@ -238,6 +238,7 @@ class AsyncClient:
     cancel = async_method(_calls.cancel)
     steer = async_method(_calls.steer)
     stop = async_method(_calls.stop)
+    redact = async_method(_calls.redact)
     set_model = async_method(_calls.set_model)
     set_mode = async_method(_calls.set_mode)
 

@@ -251,6 +251,7 @@ class Client:
     cancel = method(_calls.cancel)
     steer = method(_calls.steer)
     stop = method(_calls.stop)
+    redact = method(_calls.redact)
     set_model = method(_calls.set_model)
     set_mode = method(_calls.set_mode)
 

@@ -9,6 +9,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -33,6 +34,9 @@ class FakeState:
     failures: list[Failure] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     prefixes: set[str] = field(default_factory=set)
+    stored: dict[str, dict[str, Any]] = field(default_factory=dict)  # OpenAI `store: true` responses
+    retrievals: list[str] = field(default_factory=list)  # ids fetched with GET /v1/responses/{id}
+    hang_s: float = 30.0  # how long a `hang` failure holds its stream open
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take_failure(self, provider: str) -> Failure | None:
@@ -117,12 +121,24 @@ class FakeHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def send_stream(self, content_type: str, chunks: Iterable[bytes], drop: bool) -> None:
+    def send_stream(
+        self, content_type: str, chunks: Iterable[bytes], drop: bool, hang_after: int | None = None
+    ) -> None:
+        """`drop`: cut half way and close. `hang_after`: send that many chunks, then hold the
+        connection open without a word for `hang_s` (an answer still in flight when the client
+        dies), and close it unterminated."""
         self.send_response(200)
         self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         chunks = list(chunks)
+        if hang_after is not None:
+            for c in chunks[:hang_after]:
+                self.wfile.write(f"{len(c):x}\r\n".encode() + c + b"\r\n")
+                self.wfile.flush()
+            time.sleep(self.server.state.hang_s)
+            self.close_connection = True
+            return
         if drop:  # cut the stream half way: no terminating chunk, then close the socket
             chunks = chunks[: max(1, len(chunks) // 2)]
         for c in chunks:

@@ -19,8 +19,11 @@ after (for Anthropic `cache_control` / Bedrock `cachePoint`; OpenAI caches by it
 Failure modes, queued per provider (`*` = any) and consumed one per request:
 `POST /_fake/fail {"provider","mode","times"?=1,"retry_after_s"?}` with mode
 `rate_limited` (429 + retry-after), `overloaded` (529 Anthropic, 503 elsewhere), `server_error`
-(500), `prompt_too_long` (each provider's 400), `drop` (a 200 stream cut mid-way). `GET
-/_fake/requests` lists the bodies received; `POST /_fake/reset` clears both.
+(500), `prompt_too_long` (each provider's 400), `drop` (a 200 stream cut mid-way), `hang`
+(an OpenAI Responses stream that starts, then holds the connection silent for
+`FakeState.hang_s`: the client dies with the answer in flight). `GET /_fake/requests` lists the
+bodies received (the billed requests); `POST /_fake/reset` clears both. OpenAI's stored
+responses: `GET /v1/responses/{id}`.
 
 This module routes and serves; each API is its own module (`anthropic_messages`, `openai_api`,
 `bedrock_converse`) over what they share (`model_base`: the model, failures, HTTP plumbing).
@@ -48,9 +51,12 @@ FAILURE_BODIES = {
 
 class Handler(FakeHandler):
     def do_GET(self) -> None:  # noqa: N802
+        m = re.fullmatch(r"/v1/responses/([A-Za-z0-9_.-]+)", self.path.split("?", 1)[0])
         if self.path == "/_fake/requests":
             with self.server.state.lock:
                 self.send_json(200, {"requests": list(self.server.state.requests)})
+        elif m:
+            openai_api.retrieve(self, m.group(1))
         else:
             self.send_json(404, {"message": "not found"})
 
@@ -75,6 +81,8 @@ class Handler(FakeHandler):
                 st.failures.clear()
                 st.requests.clear()
                 st.prefixes.clear()
+                st.stored.clear()
+                st.retrievals.clear()
             return self.send_json(200, {"ok": True})
         body = json.loads(raw or b"{}")
         m = re.fullmatch(r"/model/(.+)/(converse|converse-stream)", path)
@@ -91,13 +99,14 @@ class Handler(FakeHandler):
             auth = self.headers.get("Authorization", "")
             st.requests.append({"body": body, "path": path, "provider": provider, "authorization": auth})
         failure = st.take_failure(provider)
-        if failure is not None and failure.mode != "drop":
+        if failure is not None and failure.mode not in ("drop", "hang"):
             return self._fail(provider, failure)
-        drop = failure is not None
+        drop = failure is not None and failure.mode == "drop"
+        hang = failure is not None and failure.mode == "hang"
         if provider == "anthropic":
             anthropic_messages.messages(self, body, raw, drop)
         elif path == "/v1/responses":
-            openai_api.responses(self, body, raw, drop)
+            openai_api.responses(self, body, raw, drop, hang)
         elif path == "/v1/chat/completions":
             openai_api.chat(self, body, raw, drop)
         else:

@@ -1,7 +1,15 @@
 """The OpenAI API fake: Responses (`POST /v1/responses`) and Chat Completions (`POST
 /v1/chat/completions`), JSON or SSE, written from the public reference — Responses stream events
 carry a `sequence_number`; Chat streams end with a usage chunk and `data: [DONE]`. OpenAI caches
-by itself: a Responses request counts its `instructions` + `tools` prefix, Chat none."""
+by itself: a Responses request counts its `instructions` + `tools` prefix, Chat none.
+
+Stored responses (`store: true`, the default of the real API; `background: true` needs it): the
+response is kept with its `metadata`, `store` and `background` fields and `GET
+/v1/responses/{id}` returns it (404 `invalid_request_error` for an unknown id, as the real API).
+The fake's model answers at once, so a background response is `completed` when it is stored; a
+non-streamed background request answers `queued` (then retrieve it), as the real API does. A
+stored response that is retrieved is not billed again: the ledger (`/_fake/requests`) holds the
+POSTs only, retrievals are counted apart (`FakeState.retrievals`)."""
 
 from __future__ import annotations
 
@@ -32,7 +40,21 @@ def failure_body(mode: str) -> tuple[int, dict[str, Any]]:
 # ------------------------------------------------------------------ Responses
 
 
-def responses(h: FakeHandler, body: dict[str, Any], raw: bytes, drop: bool) -> None:
+NOT_FOUND = "Response with id '{}' not found."
+
+
+def retrieve(h: FakeHandler, response_id: str) -> None:
+    st = h.server.state
+    with st.lock:
+        st.retrievals.append(response_id)
+        resp = st.stored.get(response_id)
+    if resp is None:
+        err = {"code": None, "message": NOT_FOUND.format(response_id), "param": None}
+        return h.send_json(404, {"error": {**err, "type": "invalid_request_error"}})
+    h.send_json(200, resp)
+
+
+def responses(h: FakeHandler, body: dict[str, Any], raw: bytes, drop: bool, hang: bool = False) -> None:
     items = body.get("input") or []
     last = items[-1] if items else {}
     result = last.get("output") if last.get("type") == "function_call_output" else None
@@ -75,8 +97,16 @@ def responses(h: FakeHandler, body: dict[str, Any], raw: bytes, drop: bool) -> N
         "tool_choice": "auto",
         "tools": [],
         "usage": usage,
+        "metadata": body.get("metadata") or {},
+        "store": body.get("store", True) is not False,
+        "background": bool(body.get("background")),
     }
+    if resp["store"]:
+        with h.server.state.lock:
+            h.server.state.stored[resp["id"]] = resp
     if not body.get("stream"):
+        if resp["background"]:  # accepted; its output is read with GET /v1/responses/{id}
+            return h.send_json(200, {**resp, "output": [], "status": "queued", "usage": None})
         return h.send_json(200, resp)
     seq = iter(range(1_000_000))
     h.send_stream(
@@ -86,6 +116,7 @@ def responses(h: FakeHandler, body: dict[str, Any], raw: bytes, drop: bool) -> N
             for e in _response_events(resp, item, kind, str(text))
         ),
         drop,
+        3 if hang else None,  # created, the item added, a first delta: then nothing
     )
 
 

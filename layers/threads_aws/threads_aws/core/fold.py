@@ -184,6 +184,7 @@ class Fold:
     agent_injected: set[str] = field(default_factory=set)  # origin ids of injected{source: agent}
     boundary_after: dict[int, bool] = field(default_factory=dict)
     compacted_ranges: list[tuple[int, int]] = field(default_factory=list)
+    cleared: set[str] = field(default_factory=set)  # call ids whose result a context_edited cleared
     snapshots: dict[int, tuple[bool, int | None, str]] = field(
         default_factory=dict
     )  # seq -> (quiescent, expires, id)
@@ -631,7 +632,7 @@ class Fold:
             if call is None or call.result_origin is None:
                 raise self._bad(seq, "context_edited names a call without a recorded result")  # rule 19
             if edit["action"] == "redact":
-                text = self._result_part_text(call.call_id, edit["part"])
+                text = self.result_part_text(call.call_id, edit["part"])
                 if text is None:
                     raise self._bad(seq, "redact part is not a text part")
                 raw = text.encode("utf-8")
@@ -639,8 +640,9 @@ class Fold:
                     s, e = span["start"], span["end"]
                     if not (s <= e <= len(raw)) or not _char_boundary(raw, s) or not _char_boundary(raw, e):
                         raise self._bad(seq, "redact span is not on character boundaries inside the part")
+        self.cleared.update(e["call_id"] for e in d["edits"] if e["action"] == "clear")
 
-    def _result_part_text(self, call_id: str, part: int) -> str | None:
+    def result_part_text(self, call_id: str, part: int) -> str | None:
         for ev, known in zip(reversed(self.events), reversed(self.known), strict=True):
             if (
                 known

@@ -8,10 +8,14 @@ classifies it: `ModelError.abandoned`), appended with what follows it (a retry, 
 turn's end: `engine.retry`, `engine.retry_turn`); an exception of unknown outcome is abandoned
 `unknown`. Before anything is stored, the adapter's capability pre-check (`preflight`) may end
 the turn `error` with content_unsupported / continuation_unsupported: no model_request then.
+An adapter that can look answers up (`engine.recovery`) gets `on_accepted`, recording the
+provider's id of the request before its answer; a step that finds the request still open after
+a crash recovers the answer with it (`RecoverAnswers`) or abandons it.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .. import observability
@@ -21,15 +25,19 @@ from ..writer import Draft, View
 from . import answer_fit, retry
 from .budgets import Budgets
 from .compaction import Compaction
+from .context_edits import ClearResults
 from .continuation import Continuation
 from .deferred import GO_ON
 from .deferred import REQUEST as WOKEN
 from .deltas import DeltaPublisher
 from .loop import HOST, MODEL, RECOVERY
-from .models import ModelError
+from .models import ModelError, ModelResult
 from .models import preflight as capability_check
 from .output import APPENDED, REQUEST, Output
+from .recovery import RecoverAnswers, client_request_id, recoverable, recovered_draft
 from .retry_turn import RetryTurn
+
+log = logging.getLogger("threads_aws.engine")
 
 MAX_PAUSE_CONTINUATIONS = 3
 ABANDON_REASONS = frozenset(
@@ -57,7 +65,7 @@ def abandon_open_attempts(f: Fold, reason: str) -> list[Draft]:
     ]
 
 
-class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
+class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets, RecoverAnswers, ClearResults):
     def next_model_step(self, view: View, turn: Turn) -> str | None:
         """Request again or complete the turn, from the latest answer. Under `stop_when_idle`
         (the in-flight work is done by now) nothing new starts: the turn ends `interrupted`.
@@ -146,6 +154,8 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
             return self.complete_turn(view, "error", retry.turn_code(refused.code))
         head = renderer.line0()
         prefix = {"bytes": len(head), "sha256": sha256_hex(head)}
+        if self.clear_results(view, body):
+            return None  # old results cleared (engine.context_edits): the next decision renders again
         if self.preflight(view, body):
             return None  # compacted first, or the turn ended context_exhausted (engine.compaction)
         ref = self.ctx.artifacts.put(body, "application/x-ndjson")  # the bytes first (C2)
@@ -157,6 +167,7 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
         rid = lines[0].event_id
         assert rid is not None
         live = DeltaPublisher(self.ctx.stores.deltas, self.branch_id, rid)  # token deltas
+        extra = self.accepted_hook(adapter, settings, rid)  # the provider's id, for recovery
         try:
             with self.heartbeat(view):  # the lease outlives a long answer
                 answer = adapter.complete(
@@ -166,6 +177,7 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
                     branch_id=self.branch_id,
                     artifacts=self.ctx.artifacts,
                     on_delta=live,
+                    **extra,
                 )
         except ModelError as exc:  # classified by the adapter: outcome, reason, billing, retry-after
             # The event has no message field: the words naming a missing key or secret go to the
@@ -180,7 +192,31 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
             return self.record_failure(retry.Failure(unknown, retryable=False))
         finally:
             live.close()  # every delta is written before the answer commits
-        response = {
+        self.append_sticky(lambda v: self.answer_drafts(v, rid, answer))
+        return None
+
+    def accepted_hook(self, adapter: Any, settings: dict[str, Any], rid: str) -> dict[str, Any]:
+        """`on_accepted(provider_request_id)` for an adapter that can recover answers (engine.recovery):
+        the id is recorded as soon as the provider accepts the request, before the answer."""
+        rows = self.ctx.stores.provider_requests
+        if rows is None or not recoverable(adapter, settings):
+            return {}
+        branch_id = self.branch_id
+
+        def on_accepted(provider_request_id: str) -> None:
+            try:
+                rows.put(branch_id, rid, provider_request_id)
+            except Exception:  # noqa: BLE001 - a lost row only loses the lookup, never the answer
+                log.warning("recording the provider id of %s failed", rid, exc_info=True)
+
+        return {"client_request_id": client_request_id(branch_id, rid), "on_accepted": on_accepted}
+
+    def answer_drafts(
+        self, view: View, rid: str, answer: ModelResult, *, provider_request_id: str | None = None
+    ) -> list[Draft]:
+        """The response (recovered when it has the provider's id), then each proposed call with
+        its permission decision."""
+        response: dict[str, Any] = {
             "completeness": "complete",
             "content": answer.content,
             "request_event_id": rid,
@@ -188,13 +224,11 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
             "usage": answer.usage,
         }
         response = answer_fit.fit(response, self.ctx.artifacts.put)  # one line, or a preview
-        self.append_sticky(lambda v: self.answer_drafts(v, response))
-        return None
-
-    def answer_drafts(self, view: View, response: dict[str, Any]) -> list[Draft]:
-        """The response, then each proposed call with its permission decision."""
-        rid = response["request_event_id"]
-        drafts = [Draft("model_response", response, MODEL)]
+        drafts = [
+            Draft("model_response", response, MODEL)
+            if provider_request_id is None
+            else recovered_draft(response, provider_request_id)
+        ]
         for part in response["content"]:
             if part.get("type") != "tool_use":
                 continue

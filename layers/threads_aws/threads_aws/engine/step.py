@@ -40,7 +40,7 @@ from .cancel import Cancel, open_cancel
 from .context import EngineContext, StepOutcome
 from .deferred import runners_effect
 from .loop import HOST, RECOVERY, Stop
-from .model_turn import ModelTurn, abandon_open_attempts
+from .model_turn import ModelTurn
 from .parks import Parks
 from .replies import Replies, is_host_call
 from .snapshots import snapshot_draft, snapshot_due
@@ -134,8 +134,8 @@ class _Step(ModelTurn, Cancel, Replies, Parks):
             return self.cancel_turn(view, cancel)
         if f.parked:
             return "parked"
-        if f.awaiting:
-            self.append(view, abandon_open_attempts(f, "crash"))
+        if f.awaiting:  # its worker died with the answer in flight: look it up, or abandon it
+            self.recover_open_attempts(view)
             return None
         # A host call (a channel reply) is never the model's: `replies` sends and settles it.
         call_id = next((c for c in f.pending if not is_host_call(f.calls[c])), None)

@@ -35,6 +35,9 @@ _K27 = frozenset({'pages', 'ref', 'title', 'type'})
 _K28 = frozenset({'duration_ms', 'ref', 'transcript', 'type'})
 _K29 = frozenset({'content', 'text'})
 _K30 = frozenset({'reason'})
+_RE31 = re.compile('[A-Za-z0-9_.-]{1,128}')
+_K32 = frozenset({'end', 'start'})
+_K33 = frozenset({'call_id', 'match', 'part', 'spans'})
 
 
 def _ok_1(x):
@@ -473,6 +476,68 @@ def validate_ParkedResolution(x):
     return x
 
 
+def validate_RedactRequest(x):
+    if not (isinstance(x, dict)):
+        raise SchemaError('', 'must be object')
+    try:
+        v97 = x['call_id']
+    except KeyError:
+        raise SchemaError('', "must contain ['call_id'] properties")
+    n98 = 1
+    if not (isinstance(v97, str) and _RE31.fullmatch(v97)):
+        if not isinstance(v97, str):
+            raise SchemaError('.call_id', 'must be string')
+        raise SchemaError('.call_id', 'must match pattern ^[A-Za-z0-9_.-]{1,128}\\Z')
+    if 'match' in x:
+        n98 += 1
+        v99 = x['match']
+        if not (isinstance(v99, str) and v99 and len(v99) <= 10000):
+            if not isinstance(v99, str):
+                raise SchemaError('.match', 'must be string')
+            if not v99:
+                raise SchemaError('.match', 'must be longer than or equal to 1 characters')
+            raise SchemaError('.match', 'must be shorter than or equal to 10000 characters')
+    if 'part' in x:
+        n98 += 1
+        v100 = x['part']
+        if not ((type(v100) is int or _is_int(v100)) and 0 <= v100 <= 1000):
+            if not (type(v100) is int or _is_int(v100)):
+                raise SchemaError('.part', 'must be integer')
+            raise SchemaError('.part', 'must be in [0, 1000]')
+    if 'spans' in x:
+        n98 += 1
+        v101 = x['spans']
+        if not (isinstance(v101, (list, tuple))):
+            raise SchemaError('.spans', 'must be array')
+        if len(v101) < 1:
+            raise SchemaError('.spans', 'must contain at least 1 items')
+        if len(v101) > 100:
+            raise SchemaError('.spans', 'must contain at most 100 items')
+        for v102 in v101:
+            if not (isinstance(v102, dict)):
+                raise SchemaError(f".spans[{_idx(v101, v102)}]", 'must be object')
+            try:
+                v103 = v102['end']
+                v104 = v102['start']
+            except KeyError:
+                raise SchemaError(f".spans[{_idx(v101, v102)}]", "must contain ['end', 'start'] properties")
+            if not ((type(v103) is int or _is_int(v103)) and 0 <= v103 <= 9007199254740991):
+                if not (type(v103) is int or _is_int(v103)):
+                    raise SchemaError(f".spans[{_idx(v101, v102)}].end", 'must be integer')
+                raise SchemaError(f".spans[{_idx(v101, v102)}].end", 'must be in [0, 9007199254740991]')
+            if not ((type(v104) is int or _is_int(v104)) and 0 <= v104 <= 9007199254740991):
+                if not (type(v104) is int or _is_int(v104)):
+                    raise SchemaError(f".spans[{_idx(v101, v102)}].start", 'must be integer')
+                raise SchemaError(f".spans[{_idx(v101, v102)}].start", 'must be in [0, 9007199254740991]')
+            if len(v102) != 2:
+                raise SchemaError(f".spans[{_idx(v101, v102)}]", 'must not contain ' + str(sorted(set(v102) - _K32)) + ' properties')
+    if len(x) != n98:
+        raise SchemaError('', 'must not contain ' + str(sorted(set(x) - _K33)) + ' properties')
+    if (1 if 'spans' in x else 0) + (1 if 'match' in x else 0) != 1:
+        raise SchemaError('', 'must be valid exactly by one definition')
+    return x
+
+
 def validate_SettingsChange(x):
     if not (isinstance(x, dict)):
         raise SchemaError('', 'must be object')
@@ -662,4 +727,5 @@ BODY_VALIDATORS = {
     'SteerRequest': validate_SteerRequest,
     'CancelRequest': validate_CancelRequest,
     'StopRequest': validate_StopRequest,
+    'RedactRequest': validate_RedactRequest,
 }

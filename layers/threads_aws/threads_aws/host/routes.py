@@ -193,6 +193,11 @@ ROUTES: dict[str, tuple[frozenset[str], Call]] = {
         lambda h, r: response(200, h.steer(r.who(), r.thread_id, r.branch_id, r.json("SteerRequest"))),
     ),
     "stop": (_codes("invalid_request", "invalid_transition", "branch_busy"), _stop),
+    # ours: forget a span of a tool result (context_edited{manual} redact; host.redaction)
+    "redactResult": (
+        _codes("invalid_request", "branch_busy"),
+        lambda h, r: response(200, h.redact(r.who(), r.thread_id, r.branch_id, r.json("RedactRequest"))),
+    ),
     # ours (add-only; `x-threads-aws: ours` in the served contract): a thread's cron schedules
     "createSchedule": (_codes("invalid_request"), _create_schedule),
     "listSchedules": (_codes(), lambda h, r: response(200, _schedules().list_for(h, r.who(), r.thread_id))),

@@ -10,8 +10,9 @@ Each method takes the authenticated Principal and answers a contract value or ra
 
 The routes by concern: `runs` (start a run, find one), `controls` (approvals, answers, parked
 effects, cancel, settings, mode; who may decide: `authority`), `reads` (timeline, branches,
-approvals), `forks` (fork points, fork), `steering` (steer, stop when idle; ours), `listing`
-(the tenant's threads, a thread's summary; ours).
+approvals), `forks` (fork points, fork), `steering` (steer, stop when idle; ours), `redaction`
+(forget a span of a tool result; ours), `listing` (the tenant's threads, a thread's summary;
+ours).
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from .controls import Controls
 from .forks import Forks
 from .listing import Listing
 from .reads import Reads
+from .redaction import Redactions
 from .runs import Runs
 from .steering import Steering
 
 
-class Host(Runs, Controls, Reads, Forks, Steering, Listing):
+class Host(Runs, Controls, Reads, Forks, Steering, Listing, Redactions):
     """Built by `services.Services.host()`: Host(stores, writer, steps, agents, clock)."""
 
 

@@ -16,6 +16,7 @@ from .index import ThreadIndex
 from .names import ResourceNames
 from .notes import Notes
 from .protocol import Stores
+from .provider_requests import ProviderRequests
 from .questions import Questions
 from .receipts import RunReceipts
 from .records import Clock, wall_ms
@@ -44,6 +45,7 @@ def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, *
         inbox=Inbox(ddb, table),
         channel_threads=ChannelThreads(ddb, table),
         deltas=DeltaRows(ddb, table, clock=clock),
+        provider_requests=ProviderRequests(ddb, table, clock=clock),
         budget_ledger=BudgetLedger(ddb, table),
         schedules=Schedules(ddb, table),
         occurrences=Occurrences(ddb, table),

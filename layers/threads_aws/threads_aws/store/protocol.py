@@ -218,6 +218,14 @@ class DeltaStore(Protocol):
     ) -> tuple[BranchRecord | None, dict[str, DeltaRow]]: ...
 
 
+class ProviderRequestStore(Protocol):
+    """The provider's id of each accepted model request (`store.provider_requests.ProviderRequests`)."""
+
+    def put(self, branch_id: str, request_event_id: str, provider_request_id: str) -> bool: ...
+
+    def get(self, branch_id: str, request_event_id: str) -> str | None: ...
+
+
 class BudgetLedgerStore(Protocol):
     """Budget reservations and their running totals (`store.budget_ledger.BudgetLedger`)."""
 
@@ -314,3 +322,4 @@ class Stores:
     occurrences: OccurrenceStore
     schedule_threads: ScheduleThreadStore
     deltas: DeltaStore | None = None  # live surfaces only: none means no token deltas
+    provider_requests: ProviderRequestStore | None = None  # none: no answer is recovered

@@ -10,6 +10,14 @@ Two wire flavours, picked by `adapter.settings.api` (part of line 0, so pinned i
   Ollama, LiteLLM proxies, ...) that don't speak Responses. Reasoning can't be carried (a
   reasoning part in the history is continuation_unsupported), tool results are text only.
 
+Recovery (`settings.recover: true`, Responses only; `engine.recovery`): the request goes out
+`store: true, background: true` with `metadata.client_request_id = <branch_id>:<request event
+id>`, and the id OpenAI assigns (the stream's `response.created`) is handed to `on_accepted` as
+soon as it arrives. A background response keeps running at OpenAI when the worker dies; `recover`
+fetches it with `GET /v1/responses/{id}` (waiting up to `recover_wait_s` while it is queued or in
+progress), checks its metadata names this request, and reads it as a live answer. Stored
+responses are kept by OpenAI (30 days), so this is opt-in per agent, never the default.
+
 Both: SDK retries off (`max_retries=0`), explicit timeouts, streaming by default with text and
 reasoning-summary deltas handed to `on_delta`; OpenAI caches prompt prefixes by itself (line 0
 renders first, so the prefix is stable). Usage: OpenAI's input count includes cached tokens, the
@@ -24,9 +32,12 @@ import json
 import os
 import re
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from ..models import ArtifactAccess, DeltaCallback, ModelError, ModelResult
+from ..recovery import RECOVERED, UNKNOWN, Recovery
 from . import common
 from .common import Blobs, Conversation, unsupported
 from .keys import api_key
@@ -37,6 +48,10 @@ ITEM = "openai_item"
 ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 CHAT_ID_MAX = 40  # Chat Completions rejects longer tool_call ids
 RESPONSES_ID_MAX = 64
+DONE = ("completed", "incomplete")  # a response with its final output
+TERMINAL = (*DONE, "failed", "cancelled")
+RECOVER_WAIT_S = 60.0
+POLL_S = 0.5
 FINISH = {
     "stop": "end_turn",
     "length": "max_tokens",
@@ -79,6 +94,21 @@ class OpenAIAdapter:
         kwargs = build_responses(conv, blobs) if api == "responses" else build_chat(conv, blobs)
         self._prepared = (request, conv, blobs, api, kwargs)
 
+    @staticmethod
+    def recoverable(settings: dict[str, Any]) -> bool:
+        """Answers can be looked up by id: the Responses API with `recover: true` (line 0)."""
+        adapter = settings.get("adapter") or {}
+        s = adapter.get("settings") if isinstance(adapter, dict) else None
+        s = s if isinstance(s, dict) else {}
+        return s.get("recover") is True and s.get("api", "responses") == "responses"
+
+    def _sdk(self, conv: Conversation) -> Any:
+        return self.client or _client(
+            api_key(PROVIDER),
+            os.environ.get("OPENAI_BASE_URL") or None,
+            float(conv.settings.get("timeout_s", 300)),
+        )
+
     def complete(
         self,
         request: bytes,
@@ -88,27 +118,62 @@ class OpenAIAdapter:
         branch_id: str,
         artifacts: ArtifactAccess | None = None,
         on_delta: DeltaCallback | None = None,
+        client_request_id: str | None = None,
+        on_accepted: Callable[[str], None] | None = None,
     ) -> ModelResult:
         if self._prepared is None or self._prepared[0] != request:
             self.preflight(request, artifacts)
         assert self._prepared is not None
         _, conv, blobs, api, kwargs = self._prepared
         self._prepared = None
-        client = self.client or _client(
-            api_key(PROVIDER),
-            os.environ.get("OPENAI_BASE_URL") or None,
-            float(conv.settings.get("timeout_s", 300)),
-        )
+        client = self._sdk(conv)
         stream = conv.settings.get("stream", True) is not False
         model = str(conv.model.get("name"))
+        if api == "responses" and conv.settings.get("recover") is True and client_request_id:
+            kwargs = {**kwargs, "metadata": {"client_request_id": client_request_id}}
         try:
             if api == "responses":
-                return read_response(_responses(client, kwargs, stream, on_delta), request, blobs, model)
+                wait_s = float(conv.settings.get("timeout_s", 300))
+                resp = _responses(client, kwargs, stream, on_delta, on_accepted, wait_s)
+                return read_response(resp, request, blobs, model)
             return read_chat(_chat(client, kwargs, stream, on_delta), request)
         except ModelError:
             raise
         except Exception as exc:  # noqa: BLE001 - every SDK/transport failure is classified
             raise classify(exc) from exc
+
+    def recover(
+        self,
+        provider_request_id: str,
+        *,
+        client_request_id: str,
+        request: bytes,
+        settings: dict[str, Any],
+        artifacts: ArtifactAccess | None = None,
+    ) -> Recovery:
+        """The stored response of a request whose worker died (engine.recovery): recovered only
+        when it is done and its metadata names this request; a 404 of an id OpenAI gave us is a
+        deleted or expired response, not proof it was never sent (unknown)."""
+        import openai
+
+        conv = common.parse_request(request)
+        client = self._sdk(conv)
+        wait_s = float(conv.settings.get("recover_wait_s", RECOVER_WAIT_S))
+        try:
+            resp = _settled(client, provider_request_id, time.monotonic() + wait_s)
+        except openai.NotFoundError:
+            return Recovery(UNKNOWN)
+        if (resp.get("metadata") or {}).get("client_request_id") != client_request_id:
+            return Recovery(UNKNOWN)  # another request's response: never taken for this one
+        if resp.get("status") not in DONE:
+            if resp.get("status") not in TERMINAL:  # still running past the wait: stop its billing
+                try:
+                    client.responses.cancel(provider_request_id)
+                except Exception:  # noqa: BLE001 - best effort; the attempt is unknown either way
+                    pass
+            return Recovery(UNKNOWN)
+        result = read_response(resp, request, Blobs(artifacts), str(conv.model.get("name")))
+        return Recovery(RECOVERED, result, provider_request_id)
 
 
 def classify(exc: BaseException) -> ModelError:
@@ -162,6 +227,8 @@ def build_responses(conv: Conversation, blobs: Blobs) -> dict[str, Any]:
     if "stop_sequences" in params:
         raise unsupported("model_error", "the Responses API has no stop sequences (use settings.api: chat)")
     kw: dict[str, Any] = {"input": [], "model": conv.model["name"], "store": False}
+    if conv.settings.get("recover") is True:  # kept at OpenAI, running on without us (recovery)
+        kw.update(background=True, store=True)
     if conv.system:
         kw["instructions"] = conv.system
     if conv.tools:
@@ -267,18 +334,40 @@ def _result_output(parts: list[dict[str, Any]], blobs: Blobs, conv: Conversation
     return out
 
 
+def _settled(client: Any, response_id: str, deadline: float) -> dict[str, Any]:
+    """`GET /responses/{id}` until the response is terminal or `deadline` (monotonic) passes."""
+    while True:
+        resp: dict[str, Any] = client.responses.retrieve(response_id).model_dump(mode="json")
+        if resp.get("status") in TERMINAL or time.monotonic() >= deadline:
+            return resp
+        time.sleep(POLL_S)
+
+
 def _responses(
-    client: Any, kw: dict[str, Any], stream: bool, on_delta: DeltaCallback | None
+    client: Any,
+    kw: dict[str, Any],
+    stream: bool,
+    on_delta: DeltaCallback | None,
+    on_accepted: Callable[[str], None] | None = None,
+    wait_s: float = 300.0,
 ) -> dict[str, Any]:
     if not stream:
         resp = client.responses.create(**kw).model_dump(mode="json")
+        if kw.get("background") and resp.get("id"):  # queued: it answers when it is done
+            if on_accepted is not None:
+                on_accepted(resp["id"])
+            resp = _settled(client, resp["id"], time.monotonic() + wait_s)
         if resp.get("status") == "failed":
             _failed(resp)
+        if resp.get("status") not in DONE:
+            raise ModelError("timeout", outcome="unknown", message=f"response {resp.get('status')}")
         return dict(resp)
     final: dict[str, Any] | None = None
     for ev in client.responses.create(stream=True, **kw):
         t = ev.type
-        if t == "response.output_text.delta":
+        if t == "response.created" and on_accepted is not None:
+            on_accepted(ev.response.id)  # before the answer: a worker that dies can look it up
+        elif t == "response.output_text.delta":
             common.emit(on_delta, "text", ev.delta)
         elif t in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             common.emit(on_delta, "thinking", ev.delta)
