@@ -216,6 +216,9 @@ class DemoModel:
       input (a Lambda tool, an MCP server's tool: the agent's tool names);
     - `spawn: <agent>: <task>` → tool_use `spawn_agent {agent, prompt}`;
     - `handoff: <agent>` → tool_use `handoff {agent}`;
+    - `remember <key>: <text>` / `forget <key>` → `remember {key, text}` / `forget {key}` (the
+      user's memory, effects); `recall <key>` / `recall: <query>` → `recall {key}` / `{query}`
+      (read-only; it answers with what the recalled memory references say);
     - anything else → the text `You said: "<line>"`;
     - `long: <n>`, structured output, compaction, `max_tokens` and token counts:
       `engine.demo_limits`.
@@ -256,12 +259,14 @@ class DemoModel:
         limited = demo_limits.special(lines)  # long:, structured output, compaction
         if limited is not None:
             return limited, "end_turn"
-        last = lines[-1] if len(lines) > 1 else {}
+        recalled = _recalled(lines)  # memory references a recall appended after its result
+        last = lines[-1 - len(recalled)] if len(lines) > 1 + len(recalled) else {}
         if last.get("role") == "tool":
             preview = _text_of(last.get("content"))
             if len(preview) > PREVIEW_CHARS:
                 preview = preview[:PREVIEW_CHARS] + "…"
-            return [{"type": "text", "text": f"Done: {preview}"}], "end_turn"
+            said = "".join(f"\n- {m}" for m in recalled)
+            return [{"type": "text", "text": f"Done: {preview}{said}"}], "end_turn"
         text = ""
         for line in reversed(lines[1:]):
             if line.get("role") == "user":
@@ -328,7 +333,39 @@ class DemoModel:
                 return "spawn_agent", {"agent": agent.strip(), "prompt": task.strip()}
         if sep and cmd == "handoff" and rest:
             return "handoff", {"agent": rest}
-        return None
+        return _memory_use(text)
+
+
+_MEMORY_REF = '<reference source="memory" '
+
+
+def _recalled(lines: list[dict[str, Any]]) -> list[str]:
+    """The bodies of the memory reference lines at the end of the request (after a recall)."""
+    import html
+
+    out: list[str] = []
+    for line in reversed(lines[1:]):
+        text = _text_of(line.get("content")) if line.get("role") == "user" else ""
+        if not text.startswith(_MEMORY_REF):
+            break
+        body = text.partition("\n")[2].rpartition("\n")[0]
+        out.insert(0, html.unescape(body))
+    return out
+
+
+def _memory_use(text: str) -> tuple[str, dict[str, Any]] | None:
+    verb, _, arg = text.strip().partition(" ")
+    verb = verb.lower()
+    if verb == "recall:" and arg.strip():
+        return "recall", {"query": arg.strip()}  # `recall: <query>`
+    if verb == "recall" and arg.strip():
+        return "recall", {"key": arg.strip()}
+    if verb == "forget" and arg.strip():
+        return "forget", {"key": arg.strip()}
+    key, sep, value = arg.partition(":")
+    if verb == "remember" and sep and key.strip() and value.strip():
+        return "remember", {"key": key.strip(), "text": value.strip()}
+    return None
 
 
 def stream_words(content: list[dict[str, Any]], on_delta: DeltaCallback, pause_ms: int = 0) -> None:
