@@ -277,3 +277,35 @@ def test_deletions_by_scope_thread_and_tenant(aws: Any) -> None:
     assert memory_rows(aws, scope=bob) == []
     assert [r["sk"]["S"] for r in memory_rows(aws, "globex")] == ["g1"]  # another tenant's stay
     assert mem.delete_tenant("globex").rows == 1 and memory_rows(aws, "globex") == []
+
+
+def test_aws_calls_per_memory_operation(aws: Any) -> None:
+    calls: list[str] = []
+    for client in (aws.ddb, aws.s3):
+        client.meta.events.register("before-call", lambda model, **kw: calls.append(model.name))
+    mem = aws.stores().memory
+
+    def count(fn: Any, *args: Any) -> list[str]:
+        calls.clear()
+        fn(*args)
+        return sorted(calls)
+
+    w = MemoryWrite("acme", ALICE_SCOPE, "k", "v", "b:c1", "t1", "b", "c1", 1)
+    assert count(mem.remember, w, "r1") == ["PutItem"]
+    big = MemoryWrite("acme", ALICE_SCOPE, "big", "x" * (INLINE_MAX + 1), "b:c2", "t1", "b", "c2", 1)
+    assert count(mem.remember, big, "r2") == ["PutItem", "PutObject"]
+    assert count(mem.get, "acme", ALICE_SCOPE, "k") == ["GetItem"]
+    assert count(mem.search, "acme", ALICE_SCOPE, "v x", 5) == ["Query"]
+    assert count(mem.forget, "acme", ALICE_SCOPE, "k", "b:c3", 2) == ["UpdateItem"]
+    # a re-dispatch of that forget: its condition fails, the old item comes back with the error
+    assert count(mem.forget, "acme", ALICE_SCOPE, "k", "b:c3", 2) == ["UpdateItem"]
+
+
+def test_a_steer_from_another_principal_moves_the_scope(aws: Any) -> None:
+    ctx = make_ctx(aws)
+    b = new_thread(ctx)
+    say_as(ctx, b, ALICE, "hello")
+    assert ctx.writer.load(b).fold.turn.principal == ALICE
+    steer = Draft("steer", {"source": "api", "text": "me too"}, {"kind": "user", "principal": BOB})
+    ctx.writer.append(b, [steer])
+    assert ctx.writer.load(b).fold.turn.principal == BOB  # whom the model now answers (Render v1)
