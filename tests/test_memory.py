@@ -11,6 +11,7 @@ import pytest
 from helpers.engine import (
     USER,
     Crash,
+    CrashingWriter,
     events,
     make_ctx,
     new_thread,
@@ -309,3 +310,54 @@ def test_a_steer_from_another_principal_moves_the_scope(aws: Any) -> None:
     steer = Draft("steer", {"source": "api", "text": "me too"}, {"kind": "user", "principal": BOB})
     ctx.writer.append(b, [steer])
     assert ctx.writer.load(b).fold.turn.principal == BOB  # whom the model now answers (Render v1)
+
+
+def _appends(aws: Any, b: str, text: str) -> int:
+    ctx = make_ctx(aws)
+    counter = CrashingWriter(ctx.writer, at=-1, when="after")
+    ctx.writer = counter
+    say_as(ctx, b, ALICE, text)
+    n0 = counter.n
+    assert run(ctx, b).state == "idle"
+    return counter.n - n0
+
+
+# (crash before an append = after the previous one: "before" adds the first append's case)
+@pytest.mark.parametrize(
+    ("tool", "when"),
+    [("remember", "before"), ("remember", "after"), ("recall", "after"), ("forget", "after")],
+)
+def test_worker_crash_at_every_append_of_a_memory_call(aws: Any, tool: str, when: str) -> None:
+    total = _appends(aws, new_thread(make_ctx(aws)), "remember k0: v0")
+    assert total > 3
+    for at in range(1, total + 1):
+        key = f"k{when}{at}"
+        b = new_thread(make_ctx(aws))
+        if tool != "remember":
+            turn(make_ctx(aws), b, f"remember {key}: value {at}")
+        text = f"remember {key}: value {at}" if tool == "remember" else f"{tool} {key}"
+        ctx = make_ctx(aws)
+        say_as(ctx, b, ALICE, text)  # the API's append: never crashes
+        ctx.writer = CrashingWriter(ctx.writer, at=at, when=when)
+        n_results = len(of_type(ctx, b, "tool_result"))
+        label = f"{tool} crash {when} append {at}"
+        try:
+            run(ctx, b, holder="w1")
+        except Crash:
+            pass
+        aws.clock.advance(120_000)  # the dead worker's lease lapses
+        fresh = make_ctx(aws)
+        assert run(fresh, b, holder="w2").state == "idle", label
+        assert len(of_type(fresh, b, "tool_result")) == n_results + 1, label
+        rows = [r for r in memory_rows(aws) if r["sk"]["S"] == key]
+        assert len(rows) == 1, label
+        if tool == "forget":
+            assert rows[0]["state"]["S"] == "forgotten", label
+            assert answer(fresh, b) == f"Done: Forgot {key!r}.", label
+        else:
+            assert rows[0]["state"]["S"] == "live" and rows[0]["text"]["S"] == f"value {at}", label
+        if tool == "recall":
+            assert len(of_type(fresh, b, "injected")) == 1, label  # recorded once, with its result
+            assert answer(fresh, b).endswith(f"- value {at}"), label
+        assert fresh.writer.load(b).fold.quiescent(), label
+        verify_export(fresh, b)
