@@ -23,6 +23,18 @@ tombstone (keys, `forgotten_by` = the effect key, DynamoDB TTL `ttl` past the to
 window) rather than deleting it, so a re-dispatch finds its own forget and answers the same;
 the worker's role therefore never needs DeleteItem. Deletions (scope, thread, tenant) delete.
 
+Deletion ("DELETE of a thread or tenant covers what they wrote"): memory belongs to a principal
+scope, not to a thread, so a thread's deletion removes the rows whose current value that thread
+wrote (`delete_written_by`, per deleted thread, children included), a tenant's deletion every
+row of the tenant (`delete_tenant`), and an erasure request for one user their scope
+(`delete_scope`). They are not part of the deletion's one transaction (a scope may hold more
+rows than a transaction takes): the caller runs them after the tombstone, again until they
+delete nothing. A value another thread recalled is in that thread's log (an `injected` event,
+C6) and goes with that thread. Each returns the S3 refs of the values it deleted: content-
+addressed artifacts the sweeper releases when nothing live references them (it must count live
+memory rows' refs as references). The deleting function needs DeleteItem and BatchWriteItem on
+the state table (leading keys ``MEMORY#*``) and Query on gsi1.
+
 AWS calls: remember 1 PutItem (+1 S3 PutObject over INLINE_MAX); recall by key 1 GetItem;
 search 1 Query page (at most SEARCH_ROWS rows, ≤ 1 MB); forget 1 UpdateItem (+1 GetItem only
 when its condition fails and DynamoDB returns no old item).
