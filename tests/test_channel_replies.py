@@ -288,3 +288,33 @@ def test_decisions_jump_ahead_need_authority_and_apply_once(env, fakes):
     # the run completes and the answer is posted
     assert step(aws, svc, row.branch_id) == "idle"
     assert any(m["text"].startswith("Done") for m in slack.bot_messages("C1"))
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_an_expired_approval_notifies_the_channel_once(env, fakes, crash):
+    """park_escalated (engine.parks) is a reply source: the approvers' conversation gets one
+    notice, sent as a host effect; a worker dying right after the send is reconciled."""
+    aws, svc = env
+    slack, _ = fakes
+    row = deliver(aws, svc, slack_message("note: buy milk"))
+    assert step(aws, svc, row.branch_id) == "parked"
+    sent = len(slack.bot_messages("C1"))
+    aws.clock.advance(24 * 3_600_000)
+    if crash:
+        real = replies.Replies.sender_for(None, {"channel": "slack", "installation_id": "T1"})  # type: ignore[arg-type]
+        replies._senders[("slack", "T1")] = CrashAfterSend(real)
+        with pytest.raises(Crash):
+            step(aws, svc, row.branch_id)
+        replies._senders[("slack", "T1")] = real
+        aws.clock.advance(120_000)  # the dead worker's lease lapses
+    assert step(aws, svc, row.branch_id, holder="w2") == "parked"
+    assert step(aws, svc, row.branch_id, holder="w3") == "parked"
+    notices = slack.bot_messages("C1")[sent:]
+    notice = "Approval for note expired unanswered: a decision now counts as a denial."
+    assert [m["text"] for m in notices] == [notice]
+    evs = events(svc, row.branch_id)
+    assert [e["type"] for e in evs].count("park_escalated") == 1
+    esc = next(e for e in evs if e["type"] == "park_escalated")
+    call = next(e for e in evs if e["type"] == "tool_call" and e["data"]["call_id"] == f"send_{esc['seq']}_0")
+    assert call["data"]["request_event_id"] == esc["event_id"]
+    assert [e["type"] for e in evs][-1] == "tool_result"

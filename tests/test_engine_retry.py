@@ -597,7 +597,7 @@ def test_queue_handler_acks_a_wait_and_forwards_the_wake_up(aws: Any) -> None:
     timer["Records"][0]["eventSourceARN"] = "arn:aws:sqs:us-east-1:123456789012:x-run-step-timer"
     assert handle_batch(timer, None, engine=ctx) == {"batchItemFailures": []}
     steps = receive(aws)
-    assert [json.loads(m["Body"]) for m in steps] == [{"branch_id": b, "reason": "retry_due"}]
+    assert [json.loads(m["Body"]) for m in steps] == [{"branch_id": b, "reason": "timer_due"}]
 
 
 def test_a_wait_without_a_timer_fails_the_record_for_backoff(aws: Any) -> None:
@@ -609,3 +609,27 @@ def test_a_wait_without_a_timer_fails_the_record_for_backoff(aws: Any) -> None:
     out = handle_batch(event, None, engine=ctx)
     assert out == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
     assert types(ctx, b)[-1] == "retry_scheduled"
+
+
+def test_an_unreadable_key_secret_is_named_in_the_log_and_the_result(
+    aws: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Known only at run time: the secret is declared but does not exist (start could not judge it).
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY_SECRET", "threads/no-such-secret")
+    ctx = make_ctx(aws)
+    b = thread_with(ctx, [])
+    ctx.models = lambda m, a: AnthropicAdapter()
+    run_id = say(ctx, b, "hi")
+    drive(aws, ctx, b)
+    assert of_type(ctx, b, "turn_completed")[-1]["data"] == {"reason": "model_unavailable"}
+    (abandoned, *_) = of_type(ctx, b, "model_attempt_abandoned")
+    assert abandoned["data"]["provider_outcome"] == "not_sent"
+    rid = abandoned["data"]["request_event_id"]
+    events = ctx.writer.load(b).fold.events
+    result = projections.run_outcome(events, run_id, thread_id="t", branch_id=b)
+    assert result is not None and result["status"] == "failed"
+    message = result["error"]["message"]
+    assert "missing or unreadable provider key or secret" in message and rid in message
+    (entry,) = [r for r in caplog.records if getattr(r, "request_event_id", None) == rid]
+    assert "threads/no-such-secret" in entry.detail

@@ -6,7 +6,8 @@ host (`run`, `follow`, `show`, `approve`, ...: terminal/commands.py, exit codes 
     threads-aws log reduce FILE [--projections] [--now MS] [--artifacts DIR]
     threads-aws log export FILE [-o OUT] [--now MS] [--artifacts DIR]
     threads-aws log export --branch BRANCH_ID [-o OUT]         (DynamoDB/S3 store, env-configured)
-    threads-aws log import FILE --tenant T [--now MS]           (DynamoDB/S3 store, env-configured)
+    threads-aws log import FILE --tenant T [--repair] [--now MS] (DynamoDB/S3 store, env-configured)
+    threads-aws log repair --branch BRANCH_ID [--now MS]        (a torn-tail import's recovery)
     threads-aws log render FILE [--artifacts DIR] [--purpose turn|compaction] [-o OUT] [--now MS]
 
 Exit status: 0 ok; 1 the log is refused (a LogError: `error <code> at seq <seq>: <message>` on
@@ -267,19 +268,63 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# A writable open of a log refused for one of these is `log_corrupt{at_seq, cause}` (semantics.md
+# §1 "Corruption at seq k"); the others (an unknown format or critical type, a conflict with the
+# stored bytes, a missing artifact) are not corruption and keep their own code.
+CORRUPTION = frozenset(
+    {"invalid_line", "seq_mismatch", "prev_hash_mismatch", "head_mismatch", "invalid_transition"}
+)
+
+
 def cmd_import(args: argparse.Namespace) -> int:
+    from threads_aws.core.errors import LogError
+
     tenant = args.tenant or os.environ.get("THREADS_TENANT")
     if not tenant:
         raise CliError("log import: the owning tenant is required (--tenant T or THREADS_TENANT)")
     store = _open_store()
-    imp = _load(args)
+    try:
+        imp = _load(args)
+    except LogError as exc:
+        if exc.code not in CORRUPTION:
+            raise
+        raise LogError("log_corrupt", exc.seq, f"cause {exc.code}: {exc.message}") from None
     report = import_into_store(store, imp, tenant=tenant, now=_now(args))
     seq, hash_ = _head(imp)
     print(f"imported {imp.branch_id}: {report}, head seq {seq} {hash_}")
     note = _unverified_note(imp)
     if note:
         print(note)
+        rec = _store_call("read head", store.events.head, imp.branch_id) if args.repair else None
+        if rec is not None and rec.state == "inspection_only" and imp.torn is not None:
+            _repair(store, imp.branch_id, _now(args), at_offset=imp.torn_offset)
     return EXIT_OK
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    _repair(_open_store(), args.branch, _now(args))
+    return EXIT_OK
+
+
+def _repair(store: _Store, branch_id: str, now: int | None, *, at_offset: int | None = None) -> None:
+    """The torn tail's recovery (`threads_aws.repair`): log_repaired, then the branch is ready."""
+    from threads_aws.repair import repair_torn_tail
+
+    done = _store_call(
+        f"repair {branch_id}",
+        repair_torn_tail,
+        store.events,
+        branch_id,
+        holder_id=f"cli-{os.getpid()}",
+        now=now,
+        at_offset=at_offset,
+    )
+    d = done.data
+    what = "log_repaired" if done.appended else "already log_repaired"
+    print(
+        f"repaired {branch_id}: {what} at seq {done.seq} ({d['truncated_bytes']} bytes dropped at "
+        f"offset {d['at_offset']}, kept as artifact {d['dropped_ref']['sha256']}); the branch is ready"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -432,12 +477,30 @@ def build_parser() -> argparse.ArgumentParser:
         "import",
         help="import FILE into the DynamoDB/S3 store",
         description="Verify FILE and store it (EVENTS_TABLE, STATE_TABLE, ARTIFACTS_BUCKET). "
-        "Identical bytes already stored are a no-op; a differing byte is seq_conflict.",
+        "Identical bytes already stored are a no-op; a differing byte is seq_conflict; a corrupt "
+        "line is log_corrupt at its seq (cause: the precise code); a torn tail is dropped, kept as "
+        "an artifact, and the branch left inspection_only (see --repair and `log repair`).",
     )
     p.add_argument("file", metavar="FILE", help="a JSONL branch export ('-' for stdin)")
     p.add_argument("--tenant", metavar="T", help="owning tenant of a new thread (default: $THREADS_TENANT)")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="a torn tail: recover at once (log_repaired; the branch is ready) instead of leaving "
+        "the branch inspection_only",
+    )
     _add_common(p, artifacts_help=_VERIFY_ARTIFACTS)
     p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser(
+        "repair",
+        help="recover a stored branch left inspection_only by a torn-tail import",
+        description="Append log_repaired{truncated_bytes, at_offset, dropped_ref} under the "
+        "branch's lease and make it ready (its head verified). Idempotent.",
+    )
+    p.add_argument("--branch", metavar="BRANCH_ID", required=True, help="the stored branch")
+    _add_common(p, artifacts_help=None)
+    p.set_defaults(func=cmd_repair)
 
     p = sub.add_parser(
         "render",

@@ -138,6 +138,7 @@ class ThreadDetail(TypedDict):
     usage: NotRequired[ThreadUsage]
     cost: NotRequired[ThreadCost]
     children: NotRequired[list[JsonObject]]  # {child_thread_id, status} per agent_spawned
+    team_tasks: NotRequired[list[JsonObject]]  # {task_id, status, owner?} of a team lead
     parent: NotRequired[JsonObject]  # thread_started.parent of a child or handoff target
 
 

@@ -154,6 +154,16 @@ _SUMMARIES: dict[str, Any] = {
     "effect_resolved": lambda d: Text(f"effect resolved: {d.get('resolution') or short(d)}", style="yellow"),
     "tool_result": _s_tool_result,
     "todos_updated": lambda d: Text(f"todos: {len(d.get('todos') or [])} item(s)", style="cyan"),
+    "team_task_created": lambda d: Text(
+        f"team task {d.get('task_id')}: {d.get('subject')}"
+        + (f" (blocked by {', '.join(d.get('blocked_by') or [])})" if d.get("blocked_by") else ""),
+        style="cyan",
+    ),
+    "team_task_claimed": lambda d: Text(
+        f"team task {d.get('task_id')} claimed by {d.get('member')}", style="cyan"
+    ),
+    "team_task_updated": lambda d: Text(f"team task {d.get('task_id')} {d.get('status')}", style="cyan"),
+    "team_message": lambda d: Text(f"team message {d.get('from')} → {d.get('to')}", style="cyan"),
     "parked": _s_parked,
     "resumed": lambda d: Text(f"resumed ({(d.get('address') or {}).get('kind')})", style="dim"),
     "turn_completed": _s_turn_completed,
@@ -167,6 +177,13 @@ _SUMMARIES: dict[str, Any] = {
     "snapshot": lambda d: Text("snapshot (a fork point)", style="magenta"),
     "fork": lambda d: Text(f"forked from seq {d.get('at_seq')}", style="magenta"),
     "budget_exceeded": lambda d: Text(f"budget exceeded: {d.get('limit')}", style="red"),
+    "park_escalated": lambda d: Text(
+        f"park escalated: its TTL passed ({(d.get('address') or {}).get('kind')})", style="red"
+    ),
+    "log_repaired": lambda d: Text(
+        f"log repaired: a torn tail of {d.get('truncated_bytes')} bytes dropped at {d.get('at_offset')}",
+        style="yellow",
+    ),
 }
 
 

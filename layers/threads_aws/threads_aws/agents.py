@@ -181,6 +181,42 @@ MEMORY_TOOLS: dict[str, dict[str, Any]] = {
 }
 BUILTIN_TOOLS.update({name: {"name": name, **spec} for name, spec in FILE_TOOLS.items()})
 BUILTIN_TOOLS.update({name: {"name": name, **spec} for name, spec in MEMORY_TOOLS.items()})
+# The team tools (`engine.team`): recorded by their own events in the team lead's log (the root
+# of the subagent tree), like todo_write's todos_updated, so read_only (no effect events).
+_IDS = {"items": _STR, "type": "array"}
+TEAM_TOOLS: dict[str, dict[str, Any]] = {
+    "team_task_create": {
+        "description": "Add a task to the team's task list; blocked_by names tasks that must be "
+        "completed before anyone can claim it.",
+        "effect_class": "read_only",
+        "input_schema": _obj(
+            ["task_id", "subject"], blocked_by=_IDS, description=_STR, subject=_STR, task_id=_STR
+        ),
+    },
+    "team_task_claim": {
+        "description": "Claim an open, unclaimed team task whose blockers are all completed.",
+        "effect_class": "read_only",
+        "input_schema": _obj(["task_id"], task_id=_STR),
+    },
+    "team_task_update": {
+        "description": "Close a task you claimed (completed or failed), or release it to the open pool.",
+        "effect_class": "read_only",
+        "input_schema": _obj(
+            ["task_id", "status"], status={"enum": ["completed", "failed", "released"]}, task_id=_STR
+        ),
+    },
+    "team_message": {
+        "description": "Send a message to a teammate: a member id, lead, or * for every member.",
+        "effect_class": "read_only",
+        "input_schema": _obj(["to", "text"], text=_STR, to=_STR),
+    },
+    "team_tasks": {
+        "description": "The team's task list: each task's id, subject, status, owner and blockers.",
+        "effect_class": "read_only",
+        "input_schema": _obj([]),
+    },
+}
+BUILTIN_TOOLS.update({name: {"name": name, **spec} for name, spec in TEAM_TOOLS.items()})
 
 
 @dataclass(frozen=True)
@@ -208,6 +244,10 @@ class Agent:
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     # `before_tool` hook rules (`engine.hooks`), covered by config_hash like the bindings
     hooks: dict[str, Any] = field(default_factory=dict)
+    # How long an approval challenge / an ask_user question stays open (`expires_at`); past it
+    # the park is escalated once (`engine.parks`). None: the host default (24 h).
+    approval_ttl_ms: int | None = None
+    question_ttl_ms: int | None = None
 
     def policy(self) -> dict[str, Any]:
         """The runtime policy `thread_started` pins: permissions, `retry` (complete: the
@@ -240,6 +280,9 @@ class Agent:
             extra["mcp_servers"] = self.mcp_servers
         if self.hooks:
             extra["hooks"] = self.hooks
+        for key in ("approval_ttl_ms", "question_ttl_ms"):
+            if getattr(self, key) is not None:
+                extra[key] = getattr(self, key)
         return {
             **extra,
             "adapter": self.adapter,
@@ -316,8 +359,11 @@ AGENT_KEYS = frozenset(
         "subagents",
         "handoffs",
         "hooks",
+        "approval_ttl_ms",
+        "question_ttl_ms",
     }
 )
+MAX_PARK_TTL_MS = 30 * 86_400_000  # a park's TTL: at most 30 days
 SCHEDULE_KEYS = frozenset({"name", "cron", "timezone", "input", "tenant"})
 #: Policy sections an agent may set besides permissions (semantics §Budgets, §8; Policy).
 POLICY_KEYS = frozenset({"budget", "models", "currency", "on_unknown_usage", "output", "context", "retry"})
@@ -455,6 +501,10 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
             params = fb.get("model_params", spec.get("model_params", {}))
             errs += _model_errors(fw, fb, adapter, params)
         errs += _policy_errors(where, spec.get("policy", {}))
+        for key in ("approval_ttl_ms", "question_ttl_ms"):
+            v = spec.get(key)
+            if key in spec and (type(v) is not int or not 1_000 <= v <= MAX_PARK_TTL_MS):
+                errs.append(f"{where}: {key} must be an integer of ms in 1000..{MAX_PARK_TTL_MS}")
         errs += _thread_budget_errors(where, spec)
         errs += _composition_errors(where, spec, raw)
     return errs
@@ -743,6 +793,8 @@ def _agent(name: str, raw: dict[str, Any]) -> Agent:
         bindings=bindings,
         mcp_servers=raw.get("mcp_servers", {}),
         hooks=raw.get("hooks", {}),
+        approval_ttl_ms=raw.get("approval_ttl_ms"),
+        question_ttl_ms=raw.get("question_ttl_ms"),
     )
 
 

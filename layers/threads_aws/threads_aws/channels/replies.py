@@ -1,9 +1,10 @@
 """Reply ops: the pure, deterministic pieces a derived ``channel_send`` call carries.
 
-The log derives replies (semantics.md §5): the last response of each ``end_turn`` turn and each
-open ``approval_requested``; op ``i`` of a source becomes call ``send_<source seq>_<i>``. So the
-split of a long text into ops must depend on the text and provider alone: ``reply_ops`` is a
-pure function, and a recomputation after a crash yields the same ops and the same call ids.
+The log derives replies (semantics.md §5): the last response of each ``end_turn`` turn, each
+open ``approval_requested`` and each ``park_escalated`` (its notice, `escalation_op`); op ``i``
+of a source becomes call ``send_<source seq>_<i>``. So the split of a long text into ops must
+depend on the text and provider alone: ``reply_ops`` is a pure function, and a recomputation
+after a crash yields the same ops and the same call ids.
 
 Op shapes (JSON, they go into the call's input):
 - ``{"kind": "text", "text": str}``
@@ -72,6 +73,19 @@ def approval_op(provider: str, challenge_id: str, tool: str, preview: str = "") 
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return {"kind": "approval", "challenge_id": challenge_id, "text": text}
+
+
+def escalation_op(provider: str, kind: str, tool: str, question: str = "") -> dict[str, Any]:
+    """The notice of a ``park_escalated`` (its park's TTL passed): an approval that now counts as
+    a denial if decided, or a question still waiting for its answer."""
+    if kind == "approval":
+        text = f"Approval for {tool} expired unanswered: a decision now counts as a denial."
+    else:
+        text = "Still waiting for your answer" + (f": {question}" if question else ".")
+    limit = TEXT_LIMIT[provider]
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return {"kind": "text", "text": text}
 
 
 def whatsapp_button_id(decision: str, challenge_id: str) -> str:

@@ -159,6 +159,9 @@ class Fold:
     open_effects: int = 0  # effects begun or unknown
     challenges: dict[str, Challenge] = field(default_factory=dict)
     parked: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    # open parks with an expires_at -> it; and those already escalated (park_escalated)
+    park_expires: dict[tuple[str, str], int] = field(default_factory=dict)
+    escalated: set[tuple[str, str]] = field(default_factory=set)
     # uniqueness (rule 9)
     item_keys: set[str] = field(default_factory=set)
     occurrences: set[str] = field(default_factory=set)
@@ -171,6 +174,8 @@ class Fold:
     handoff: dict[str, Any] | None = None  # the handoff event (after it, rule 26)
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     message_ids: set[str] = field(default_factory=set)
+    team_messages: list[dict[str, Any]] = field(default_factory=list)  # team_message data, in order
+    agent_injected: set[str] = field(default_factory=set)  # origin ids of injected{source: agent}
     boundary_after: dict[int, bool] = field(default_factory=dict)
     compacted_ranges: list[tuple[int, int]] = field(default_factory=list)
     snapshots: dict[int, tuple[bool, int | None, str]] = field(
@@ -481,10 +486,29 @@ class Fold:
                 # §ask_user: options equal under the matching rule make the call invalid
                 raise self._bad(seq, "parked on an ask_user call whose options are ambiguous")
         self.parked[(a["kind"], a["id"])] = {"kind": a["kind"], "id": a["id"]}
+        if "expires_at" in d:
+            self.park_expires[(a["kind"], a["id"])] = d["expires_at"]
 
     def _on_resumed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         a = d["address"]
-        self.parked.pop((a["kind"], a["id"]), None)
+        key = (a["kind"], a["id"])
+        self.parked.pop(key, None)
+        self.park_expires.pop(key, None)
+        self.escalated.discard(key)
+
+    def _on_park_escalated(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        # non-critical: no rule refuses it (a reader may skip it); only the open park's counts
+        a = d["address"]
+        if (a["kind"], a["id"]) in self.parked:
+            self.escalated.add((a["kind"], a["id"]))
+
+    def escalations_due(self, now: int) -> list[dict[str, str]]:
+        """Open parks whose expires_at has passed and that no park_escalated names yet."""
+        return [
+            self.parked[key]
+            for key, at in self.park_expires.items()
+            if at <= now and key not in self.escalated and key in self.parked
+        ]
 
     def _on_compacted(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         lo, hi = d["from_seq"], d["to_seq"]
@@ -640,7 +664,12 @@ class Fold:
             raise self._bad(seq, "todo ids repeat")  # rule 24
 
     def _on_team_task_created(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
-        self.tasks[d["task_id"]] = {"status": "open", "owner": None, "blocked_by": d["blocked_by"]}
+        self.tasks[d["task_id"]] = {
+            "status": "open",
+            "owner": None,
+            "blocked_by": d["blocked_by"],
+            "subject": d["subject"],
+        }
 
     def _on_team_task_claimed(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         task = self.tasks.get(d["task_id"])
@@ -654,8 +683,8 @@ class Fold:
         task = self.tasks.get(d["task_id"])
         if task is None or task["status"] != "claimed":
             raise self._bad(seq, "team_task_updated needs a claimed task")  # rule 23
-        if d["status"] == "released":
-            task["status"], task["owner"] = "open", None
+        if d["status"] == "released":  # released_by: a re-run release by the same member is a no-op
+            task["status"], task["owner"], task["released_by"] = "open", None, task["owner"]
         else:
             task["status"] = d["status"]
 
@@ -663,8 +692,11 @@ class Fold:
         if d["message_id"] in self.message_ids:
             raise self._bad(seq, "team_message.message_id repeats")  # rule 23
         self.message_ids.add(d["message_id"])
+        self.team_messages.append(d)
 
     def _on_injected(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
+        if d["source"] == "agent":  # a teammate's message delivered here (engine.team)
+            self.agent_injected.add(d["origin"]["id"])
         if d["source"] == "recovery":  # a host instruction answering a model response
             self.turn.instructed = d["origin"]["id"]
         if d["source"] != "output_style":

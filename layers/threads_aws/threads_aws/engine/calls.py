@@ -26,16 +26,16 @@ from .handoff import Handoff, under_ceiling
 from .hooks import before_tool, gate
 from .loop import HOST, RECOVERY, TOOL, result
 from .parallel import Parallel, candidates_after, group_at
+from .parks import arm_escalation, park_ttl_ms
 from .permissions import Decision, PermissionEngine, category_of, suggested_rules
 from .subagents import Subagents
+from .team import TEAM_TOOLS, Team
 from .tools import Executor, ToolContext, ToolOutput
 
-APPROVAL_TTL_MS = 24 * 3_600_000
 MAX_DEDUP_RESENDS = 3  # re-sends inside a dedup window after unknown outcomes; then a human decides
-QUESTION_TTL_MS = 24 * 3_600_000
 
 
-class Calls(Effects, Parallel, Subagents, Handoff):
+class Calls(Effects, Parallel, Subagents, Handoff, Team):
     def advance_call(self, view: View, call: Call) -> str | None:
         f = view.fold
         spawned = f.spawned.get(call.call_id)
@@ -142,7 +142,11 @@ class Calls(Effects, Parallel, Subagents, Handoff):
         f = view.fold
         spec = f.tools.get(name)
         mode = f.mode
-        runnable = executor_for(self.ctx, f, name, self.step_mcp) or composition_for(self.ctx, f, name)
+        runnable = (
+            executor_for(self.ctx, f, name, self.step_mcp)
+            or composition_for(self.ctx, f, name)
+            or name in TEAM_TOOLS  # run by the step itself (engine.team)
+        )
         if spec is None or (name != "ask_user" and runnable is None):
             return Decision("deny", "default", None, mode)
         schema = spec.get("input_schema")
@@ -165,7 +169,7 @@ class Calls(Effects, Parallel, Subagents, Handoff):
             branch_id=self.branch_id,
             call_id=call.call_id,
             args_hash=canonical_hash(call.input),
-            expires_at=now + APPROVAL_TTL_MS,
+            expires_at=now + park_ttl_ms(self.ctx, view.fold, "approval"),
             tool=call.name,
             input=call.input,
             suggested_rules=suggested_rules(call.name, call.input),
@@ -183,6 +187,7 @@ class Calls(Effects, Parallel, Subagents, Handoff):
             "reason": "awaiting_approval",
         }
         drafts = [Draft("approval_requested", req, HOST), Draft("parked", park, HOST)]
+        arm_escalation(self.ctx, self.branch_id, row.expires_at)  # before the park (engine.parks)
         self.append(view, drafts, lambda v, ls: [self.ctx.stores.approvals.open(row)])
         return None
 
@@ -204,7 +209,7 @@ class Calls(Effects, Parallel, Subagents, Handoff):
             branch_id=self.branch_id,
             call_id=call.call_id,
             input=call.input,
-            expires_at=now + QUESTION_TTL_MS,
+            expires_at=now + park_ttl_ms(self.ctx, view.fold, "question"),
             asked_by=(opener or {}).get("actor", {}).get("principal"),
             created_at=now,
         )
@@ -213,6 +218,7 @@ class Calls(Effects, Parallel, Subagents, Handoff):
             "expires_at": row.expires_at,
             "reason": "awaiting_input",
         }
+        arm_escalation(self.ctx, self.branch_id, row.expires_at)  # before the park (engine.parks)
         self.append(view, [Draft("parked", park, HOST)], lambda v, ls: [self.ctx.stores.questions.open(row)])
         return None
 
@@ -226,6 +232,11 @@ class Calls(Effects, Parallel, Subagents, Handoff):
                 return None
             return self.spawn(view, call) if composed["kind"] == "spawn" else self.hand_off(view, call)
         executor = executor_for(self.ctx, view.fold, call.name, self.step_mcp)
+        if executor is None and call.name in TEAM_TOOLS:  # recorded by its own events (engine.team)
+            if view.record.stubs_sha256 is not None:  # stub mode: the lead's log is not ours to write
+                self.stubbed_read(view, call)
+                return None
+            return self.team_call(view, call)
         if executor is None:
             self.append(
                 view, [result(call.call_id, f"Tool {call.name} is not available.", "not_executed", True)]

@@ -18,13 +18,13 @@ from .. import observability
 from ..core.canonical import sha256_hex
 from ..core.fold import Fold, Turn
 from ..writer import Draft, View
-from . import retry
+from . import answer_fit, retry
 from .budgets import Budgets
 from .compaction import Compaction
 from .continuation import Continuation
 from .deltas import DeltaPublisher
 from .loop import HOST, MODEL, RECOVERY
-from .models import ModelError, ModelResult
+from .models import ModelError
 from .models import preflight as capability_check
 from .output import APPENDED, REQUEST, Output
 from .retry_turn import RetryTurn
@@ -154,6 +154,11 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
                     on_delta=live,
                 )
         except ModelError as exc:  # classified by the adapter: outcome, reason, billing, retry-after
+            # The event has no message field: the words naming a missing key or secret go to the
+            # worker's log, with the branch and request ids the run result points to.
+            observability.logger.warning(
+                "model attempt abandoned", extra={"request_event_id": rid, "detail": str(exc)}
+            )
             failed = exc.abandoned(rid, ABANDON_REASONS)
             return self.record_failure(retry.Failure(failed, exc.retryable, exc.retry_after_ms, exc.code))
         except Exception:  # noqa: BLE001 - the request may have reached the provider
@@ -161,11 +166,6 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
             return self.record_failure(retry.Failure(unknown, retryable=False))
         finally:
             live.close()  # every delta is written before the answer commits
-        self.append_sticky(lambda v: self.answer_drafts(v, rid, answer))
-        return None
-
-    def answer_drafts(self, view: View, rid: str, answer: ModelResult) -> list[Draft]:
-        """The response, then each proposed call with its permission decision."""
         response = {
             "completeness": "complete",
             "content": answer.content,
@@ -173,8 +173,15 @@ class ModelTurn(RetryTurn, Output, Continuation, Compaction, Budgets):
             "stop_reason": answer.stop_reason,
             "usage": answer.usage,
         }
+        response = answer_fit.fit(response, self.ctx.artifacts.put)  # one line, or a preview
+        self.append_sticky(lambda v: self.answer_drafts(v, response))
+        return None
+
+    def answer_drafts(self, view: View, response: dict[str, Any]) -> list[Draft]:
+        """The response, then each proposed call with its permission decision."""
+        rid = response["request_event_id"]
         drafts = [Draft("model_response", response, MODEL)]
-        for part in answer.content:
+        for part in response["content"]:
             if part.get("type") != "tool_use":
                 continue
             call = {

@@ -219,6 +219,10 @@ class DemoModel:
     - `remember <key>: <text>` / `forget <key>` → `remember {key, text}` / `forget {key}` (the
       user's memory, effects); `recall <key>` / `recall: <query>` → `recall {key}` / `{query}`
       (read-only; it answers with what the recalled memory references say);
+    - `team: <agent>: a; b; c` → the lead's team (`engine.team`): `team_task_create` t1..tn (each
+      blocked by the one before), then one `spawn_agent {agent, prompt: "work: t<i>"}` per task;
+      `work: <task_id>` → `team_task_claim`, and once claimed a `team_message` to the lead and
+      `team_task_update{completed}`;
     - anything else → the text `You said: "<line>"`;
     - `long: <n>`, structured output, compaction, `max_tokens` and token counts:
       `engine.demo_limits`.
@@ -259,14 +263,24 @@ class DemoModel:
         limited = demo_limits.special(lines)  # long:, structured output, compaction
         if limited is not None:
             return limited, "end_turn"
-        recalled = _recalled(lines)  # memory references a recall appended after its result
-        last = lines[-1 - len(recalled)] if len(lines) > 1 + len(recalled) else {}
+        # teammates' messages delivered after the last result (engine.team) are read, not answered
+        shown = len(lines)
+        while shown > 1 and _text_of(lines[shown - 1].get("content")).startswith(TEAM_MAIL_PREFIX):
+            shown -= 1
+        mail = len(lines) - shown
+        recalled = _recalled(lines[:shown])  # memory references a recall appended after its result
+        shown -= len(recalled)
+        last = lines[shown - 1] if shown > 1 else {}
         if last.get("role") == "tool":
+            worked = _after_claim(request, lines[:shown])
+            if worked is not None:
+                return worked, "tool_use"
             preview = _text_of(last.get("content"))
             if len(preview) > PREVIEW_CHARS:
                 preview = preview[:PREVIEW_CHARS] + "…"
+            heard = f" ({mail} team message{'s' if mail != 1 else ''} read)" if mail else ""
             said = "".join(f"\n- {m}" for m in recalled)
-            return [{"type": "text", "text": f"Done: {preview}{said}"}], "end_turn"
+            return [{"type": "text", "text": f"Done: {preview}{heard}{said}"}], "end_turn"
         text = ""
         for line in reversed(lines[1:]):
             if line.get("role") == "user":
@@ -285,6 +299,10 @@ class DemoModel:
                 for i, p in enumerate(paths)
             ]
             return uses, "tool_use"
+        if sep and head.strip().lower() == "team":
+            team = _team_uses(request, rest)
+            if team:
+                return team, "tool_use"
         use = self._tool_use(text)
         if use is None:
             return [{"type": "text", "text": f'You said: "{text}"'}], "end_turn"
@@ -333,6 +351,8 @@ class DemoModel:
                 return "spawn_agent", {"agent": agent.strip(), "prompt": task.strip()}
         if sep and cmd == "handoff" and rest:
             return "handoff", {"agent": rest}
+        if sep and cmd == "work" and rest:
+            return "team_task_claim", {"task_id": rest}
         return _memory_use(text)
 
 
@@ -366,6 +386,53 @@ def _memory_use(text: str) -> tuple[str, dict[str, Any]] | None:
     if verb == "remember" and sep and key.strip() and value.strip():
         return "remember", {"key": key.strip(), "text": value.strip()}
     return None
+
+
+TEAM_MAIL_PREFIX = '<reference source="agent" '
+
+
+def _team_uses(request: bytes, rest: str) -> list[dict[str, Any]]:
+    """`team: <agent>: a; b; c`: the tasks (each blocked by the one before), then a member per task."""
+    agent, _, items = rest.partition(":")
+    subjects = [x.strip() for x in items.split(";") if x.strip()]
+    if not agent.strip() or not subjects:
+        return []
+    uses: list[tuple[str, dict[str, Any]]] = []
+    for i, subject in enumerate(subjects, 1):
+        blocked = [f"t{i - 1}"] if i > 1 else []
+        uses.append(("team_task_create", {"blocked_by": blocked, "subject": subject, "task_id": f"t{i}"}))
+    for i in range(1, len(subjects) + 1):
+        uses.append(("spawn_agent", {"agent": agent.strip(), "prompt": f"work: t{i}"}))
+    return [
+        {"type": "tool_use", "call_id": call_id_for(request, i), "name": n, "input": a}
+        for i, (n, a) in enumerate(uses)
+    ]
+
+
+def _after_claim(request: bytes, lines: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """A member's `work:` once its claim succeeded: tell the lead, then complete the task."""
+    last = lines[-1]
+    call = next(
+        (
+            p
+            for line in reversed(lines)
+            if line.get("role") == "assistant"
+            for p in line.get("content") or []
+            if p.get("type") == "tool_use" and p.get("call_id") == last.get("call_id")
+        ),
+        None,
+    )
+    if call is None or call.get("name") != "team_task_claim" or last.get("is_error"):
+        return None
+    tid = str(call["input"].get("task_id"))
+    uses = [
+        ("team_message", {"text": f"{tid} is done: {_text_of(last.get('content'))}", "to": "lead"}),
+        ("team_task_update", {"status": "completed", "task_id": tid}),
+    ]
+    return [
+        {"type": "tool_use", "call_id": call_id_for(request, i), "name": n, "input": a}
+        for i, (n, a) in enumerate(uses)
+    ]
 
 
 def stream_words(content: list[dict[str, Any]], on_delta: DeltaCallback, pause_ms: int = 0) -> None:

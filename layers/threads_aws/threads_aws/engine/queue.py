@@ -16,7 +16,8 @@ same delay, so the group keeps its order.
 A step that ends `wait` (a model retry not due yet) armed its wake-up on the run-step timer
 (`store.step_timer`, a standard queue with per-message delays) and succeeds; only if it could
 not arm one is its record failed, so the backoff above wakes it instead. The timer's messages
-come to this same handler: each becomes an ordinary step on the FIFO queue (`forward_wakeups`).
+come to this same handler: each becomes an ordinary step on the FIFO queue (`forward_wakeups`),
+or, not due yet (a wait longer than the timer's 15-minute delay), is sent on again.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from .step import EngineContext, advance
 NO_DEADLINE_MS = 900_000
 RETRY_BASE_S = 2
 RETRY_MAX_S = 300
+HOP_MIN_MS = 1_000  # a wake-up due sooner than this steps now (SQS delays are whole seconds)
 
 log = logging.getLogger("threads_aws.engine")
 
@@ -84,12 +86,18 @@ def back_off(steps: StepQueue, records: list[dict[str, Any]]) -> None:
 
 def forward_wakeups(records: list[dict[str, Any]], engine: EngineContext) -> dict[str, Any]:
     """Timer messages (a standard queue: no group, no order) → steps on the FIFO queue. A
-    failure raises: Lambda retries the whole (idempotent) batch."""
+    wake-up not due yet (a park's TTL past the queue's 15-minute delay, `engine.parks`) hops:
+    it is sent again with the remaining delay, and no step runs. A failure raises: Lambda
+    retries the whole (idempotent) batch."""
     if engine.steps is None:
         raise RuntimeError("no run-step queue to forward retry wake-ups to")
+    now = engine.clock()
     for r in records:
-        branch_id, _not_before = parse_timer(r["body"])
-        engine.steps.enqueue(branch_id, reason="retry_due")
+        branch_id, not_before = parse_timer(r["body"])
+        if not_before - now >= HOP_MIN_MS and engine.timer is not None:
+            engine.timer.wake_at(branch_id, not_before, now_ms=now)
+            continue
+        engine.steps.enqueue(branch_id, reason="timer_due")
     return {"batchItemFailures": []}
 
 

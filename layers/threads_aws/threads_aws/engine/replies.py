@@ -1,12 +1,12 @@
 """Channel replies, derived from the log and sent as effects (semantics.md §5, Channels, Replies).
 
-Sources: the last model response of each ``end_turn`` turn, and each open ``approval_requested``,
-of a branch that has a ``channel_delivery`` before them (the reply goes to the latest one's
-conversation). Op ``i`` of a source (`channels.replies.reply_ops` / `approval_op`: pure, so a
-recomputation yields the same ops) becomes the HOST call ``channel_send`` with call id
-``send_<source seq>_<i>`` and input ``op + {address, installation_id, channel,
-last_inbound_at}``. Its events, all actor host (a host-originated call: Render v1 renders neither
-the call nor its result):
+Sources: the last model response of each ``end_turn`` turn, each open ``approval_requested`` and
+each ``park_escalated`` (the approvers' notice of an expired park, `engine.parks`), of a branch
+that has a ``channel_delivery`` before them (the reply goes to the latest one's conversation).
+Op ``i`` of a source (`channels.replies.reply_ops` / `approval_op`: pure, so a recomputation
+yields the same ops) becomes the HOST call ``channel_send`` with call id ``send_<source seq>_<i>``
+and input ``op + {address, installation_id, channel, last_inbound_at}``. Its events,
+all actor host (a host-originated call: Render v1 renders neither the call nor its result):
 
   tool_call + permission_decision{allow} + effect_begin{attempt}   one append, BEFORE the send
   -- lease re-checked (`Effects.clear_to_dispatch`) --
@@ -131,6 +131,10 @@ def derive(fold: Fold, provider_of: Any, branch_id: str) -> list[Derived]:
                         challenge_id=ev["data"]["challenge_id"],
                     )
                 )
+        elif t == "park_escalated" and scan.delivery is not None:
+            derived = _escalation(fold, ev, scan.delivery, provider_of)
+            if derived is not None:
+                scan.sources.append(derived)
     scan.upto = len(fold.events)
     out = []
     keep = []
@@ -147,6 +151,25 @@ def derive(fold: Fold, provider_of: Any, branch_id: str) -> list[Derived]:
         out.append(d)
     scan.sources = keep
     return out
+
+
+def _escalation(fold: Fold, ev: dict[str, Any], delivery: dict[str, Any], provider_of: Any) -> Derived | None:
+    """The notice of a park_escalated (engine.parks) to the conversation of the latest delivery."""
+    provider = provider_of(delivery["data"]["channel"])
+    address = ev["data"]["address"]
+    kind = address["kind"]
+    call_id = address["id"]
+    if kind == "approval":
+        ch = fold.challenges.get(address["id"])
+        call_id = ch.call_id if ch is not None else ""
+    call = fold.calls.get(call_id)
+    if provider is None or call is None or kind not in ("approval", "input"):
+        return None
+    from ..channels.replies import escalation_op
+
+    question = str(call.input.get("question", "")) if kind == "input" else ""
+    op = escalation_op(provider, kind, call.name, question[:PREVIEW_LIMIT])
+    return Derived(f"{PREFIX}{ev['seq']}_0", ev["event_id"], {**op, **_address(delivery)})
 
 
 class Replies(Effects):

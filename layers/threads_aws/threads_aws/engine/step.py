@@ -24,7 +24,8 @@ the new head ("sticky", `loop`). A `stale_epoch` means another worker took the l
 once and dispatch nothing more.
 
 Modules: `context` (EngineContext), `loop` (lease, appends), `calls` (permission, approval,
-questions, dispatch), `effects`, `model_turn`, `cancel`; this one holds the run loop.
+questions, dispatch), `effects`, `model_turn`, `cancel`, `parks` (expired parks escalated); this
+one holds the run loop.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .cancel import Cancel, open_cancel
 from .context import EngineContext, StepOutcome
 from .loop import HOST, RECOVERY, Stop
 from .model_turn import ModelTurn, abandon_open_attempts
+from .parks import Parks
 from .replies import Replies, is_host_call
 from .snapshots import snapshot_draft, snapshot_due
 
@@ -73,7 +75,7 @@ def advance(ctx: EngineContext, branch_id: str, *, holder_id: str, deadline_ms: 
             pass
 
 
-class _Step(ModelTurn, Cancel, Replies):
+class _Step(ModelTurn, Cancel, Replies, Parks):
     def run(self, deadline_ms: int) -> str:
         for _ in range(MAX_DECISIONS):
             if self.ctx.clock() + self.ctx.margin_ms >= deadline_ms:
@@ -103,6 +105,8 @@ class _Step(ModelTurn, Cancel, Replies):
         if view.record.state != "ready" or f.status() == "inspection_only":
             return "idle"
         if self.resume_satisfied(view):
+            return None
+        if f.parked and self.escalate_due(view):  # a park outlived its expires_at (engine.parks)
             return None
         # Only walk the effects when one is open (the fold counts them): a thread's settled
         # effects are never looked at again.
@@ -137,6 +141,8 @@ class _Step(ModelTurn, Cancel, Replies):
         if call_id is not None:
             return self.advance_call(view, f.calls[call_id])
         if self.sync_mcp_tools(view):  # an MCP server's tools changed: tools_changed first
+            return None
+        if self.deliver_team_mail(view):  # teammates' messages first (engine.team)
             return None
         return self.next_model_step(view, turn)
 

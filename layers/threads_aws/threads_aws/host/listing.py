@@ -88,8 +88,8 @@ def _open(fold: Fold) -> tuple[int, int]:
 
 
 def _composition(host: HostBase, main_id: str, branches: list[BranchRecord]) -> dict[str, Any]:
-    """The main branch's `children` (the fold's: the children projection, no scan) and its
-    `thread_started.parent`, when it has them."""
+    """The main branch's `children` and `team_tasks` (the fold's: those projections, no scan)
+    and its `thread_started.parent`, when it has them."""
     rec = next((r for r in branches if r.branch_id == main_id), None)
     if rec is None:
         return {}
@@ -102,6 +102,11 @@ def _composition(host: HostBase, main_id: str, branches: list[BranchRecord]) -> 
     if fold.children:
         out["children"] = [
             {"child_thread_id": tid, "status": status or "running"} for tid, status in fold.children.items()
+        ]
+    if fold.tasks:  # a team lead's board (engine.team): the team_tasks projection, from the fold
+        out["team_tasks"] = [
+            {"status": t["status"], "task_id": tid, **({"owner": t["owner"]} if t["owner"] else {})}
+            for tid, t in fold.tasks.items()
         ]
     parent = (fold.started or {}).get("parent")
     if isinstance(parent, dict):

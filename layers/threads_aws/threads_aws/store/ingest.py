@@ -4,8 +4,8 @@ A branch that does not exist is created (header, then its lines in one `append`)
 that exists, the stored lines must equal the file's byte for byte over their overlap (else
 `seq_conflict` at the first differing seq); lines past the stored head are appended. Identical
 bytes are a no-op (semantics.md §1). A torn tail's dropped bytes are kept as an artifact and the
-branch is left `inspection_only` with head_verified false. Not atomic across segments, but
-re-running the same import completes it.
+branch is left `inspection_only` with head_verified false (its recovery, `log_repaired`, is
+`threads_aws.repair`). Not atomic across segments, but re-running the same import completes it.
 """
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ def import_into_store(
                 now_ms=now,
             )
             appended += len(todo)
-        if unverified:
+        if unverified and rec.head_seq <= (seg.last.seq if seg.lines else base):
+            # (a branch already past the file, e.g. repaired: `repair`, keeps its state)
             dropped = None
             if imp.torn is not None and artifacts is not None:
                 dropped = canonical_bytes(artifacts.put(imp.torn, "application/octet-stream")).decode("utf-8")

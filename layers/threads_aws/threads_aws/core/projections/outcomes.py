@@ -45,6 +45,26 @@ def _error_code(reason: str | None, code: str | None) -> str:
     return "model_error"  # error without code, interrupted
 
 
+# What each provider_outcome of the last abandoned attempt tells a reader of the run result (the
+# event has no message: the adapter's words, naming a missing key variable or an unreadable
+# secret, are in the worker's log under the attempt's request_event_id).
+_OUTCOME_WORDS = {
+    "not_sent": "the request never left: a missing or unreadable provider key or secret, or no connection",
+    "failed": "the provider refused it",
+    "unknown": "the answer was lost in flight",
+}
+
+
+def _attempt_words(d: Mapping[str, object]) -> str:
+    outcome = str(d.get("provider_outcome"))
+    status = d.get("http_status")
+    words = f"the last model attempt was abandoned ({d.get('reason')}, {outcome}"
+    words += f", HTTP {status})" if status is not None else ")"
+    if outcome in _OUTCOME_WORDS:
+        words += f": {_OUTCOME_WORDS[outcome]}"
+    return words + f"; the worker's log names the cause under request {d.get('request_event_id')}"
+
+
 def outcome_of(r: RunTrack, *, thread_id: str, branch_id: str) -> JsonObj | None:
     """The HTTP ``RunOutcome`` of a tracked run, or None while it is running."""
     base: JsonObj = {"thread_id": thread_id, "branch_id": branch_id}
@@ -61,6 +81,8 @@ def outcome_of(r: RunTrack, *, thread_id: str, branch_id: str) -> JsonObj | None
     elif status == "failed":
         code = _error_code(r.reason, r.code)
         msg = f"turn ended: {r.reason}" + (f" ({r.code})" if r.code else "")
+        if r.reason == "model_unavailable" and r.abandoned is not None:
+            msg += "; " + _attempt_words(r.abandoned)
         base["error"] = {"code": code, "message": msg}
     elif status == "budget_exhausted":
         base["budget"] = copy.deepcopy(dict(r.budget)) if r.budget is not None else {}

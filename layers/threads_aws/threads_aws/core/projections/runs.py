@@ -46,6 +46,7 @@ class RunTrack:
     output_accepted: tuple[bool, Any] = (False, None)
     reason: str | None = None
     code: str | None = None
+    abandoned: Mapping[str, Any] | None = None  # the run's latest model_attempt_abandoned data
 
     def current_status(self) -> str:
         if self.status is not None:
@@ -109,6 +110,9 @@ def track_runs(events: Iterable[Event]) -> list[RunTrack]:
         r = cur if cur is not None else last
         if t == "model_request":
             purposes[ev["event_id"]] = d.get("purpose", "turn")
+        elif t == "model_attempt_abandoned":
+            if r is not None and r.status is None:
+                r.abandoned = d
         elif t in RESPONSE_TYPES:
             if r is not None and purposes.get(d.get("request_event_id"), "turn") == "turn":
                 r.last_response = ev
