@@ -1,4 +1,4 @@
-"""AWS calls per tool call: a Lambda tool call and an MCP tool call, counted by a botocore
+"""AWS calls per tool call: a Lambda tool call, an MCP tool call and the memory tools, counted by a botocore
 `before-call` hook on every client of the worker (DynamoDB, S3, SQS, Lambda), on moto in one
 process. The Lambda tool is the example function (`functions/tool_example`) behind the local
 Invoke API (`local/lambda_invoke.py`); the MCP server is the demo server of `threads-aws dev`
@@ -122,6 +122,17 @@ def main() -> int:
             'lambda: add_expense {"amount_cents": 1250, "memo": "m"}',
         )
         print(f"  → per Lambda tool call: {first - plain} AWS calls (Invoke included)")
+
+        mem = thread("demo", [])
+        plain = turn("memory: plain turn (baseline)", mem, "hello")
+        rem = turn("memory: remember (idempotent effect)", mem, "remember colour: blue")
+        key = turn("memory: recall by key (read-only)", mem, "recall colour")
+        query = turn("memory: recall by query (read-only)", mem, "recall: colour")
+        forget = turn("memory: forget (idempotent effect)", mem, "forget colour")
+        print(
+            f"  → per memory call: remember {rem - plain}, recall {key - plain} (key) / "
+            f"{query - plain} (query), forget {forget - plain} AWS calls"
+        )
 
         mt = thread("demo-tools", ["mcp__demo__*"])
         pin = turn("mcp agent: first turn (lists, pins: tools_changed)", mt, "hello")

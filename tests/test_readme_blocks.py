@@ -94,6 +94,7 @@ OUTPUT = {
     ("Try it", '"decision":"grant"'): ['"event_id"'],
     ("Try it", "Last-Event-ID: $LAST"): ['"type":"approval_granted"', '"status":"completed"'],
     ("A 5-minute tour", "newest first"): ["todo: mi"],
+    ("A 5-minute tour", '"recall: my colour"'): ["blue", "completed"],
     ("A 5-minute tour", "its timeline"): ["todos: 2 item", "turn completed"],
     ("A 5-minute tour", "approve $T --follow"): ["completed"],
     ("A 5-minute tour", 'answer $T "tea"'): ["completed"],

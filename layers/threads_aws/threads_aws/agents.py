@@ -156,7 +156,31 @@ BUILTIN_TOOLS: dict[str, dict[str, Any]] = {
         },
     },
 }
+# The memory tools (engine.memory_tools): the turn principal's memory, per tenant.
+MEMORY_TOOLS: dict[str, dict[str, Any]] = {
+    "remember": {
+        "description": "Remember a text under a key for the user you are talking to (replaces "
+        "what the key held; an effect).",
+        "effect_class": "idempotent",
+        "dedup_window_ms": 86_400_000,
+        "input_schema": _obj(["key", "text"], key=_STR, text=_STR),
+    },
+    "recall": {
+        "description": "Recall what you remembered for this user: by key, or the best matches "
+        "of a text query (words matched in keys and values). Recalled memories are shown as "
+        "untrusted references.",
+        "effect_class": "read_only",
+        "input_schema": _obj([], key=_STR, query=_STR),
+    },
+    "forget": {
+        "description": "Forget what you remembered under a key for this user (an effect).",
+        "effect_class": "idempotent",
+        "dedup_window_ms": 86_400_000,
+        "input_schema": _obj(["key"], key=_STR),
+    },
+}
 BUILTIN_TOOLS.update({name: {"name": name, **spec} for name, spec in FILE_TOOLS.items()})
+BUILTIN_TOOLS.update({name: {"name": name, **spec} for name, spec in MEMORY_TOOLS.items()})
 # The team tools (`engine.team`): recorded by their own events in the team lead's log (the root
 # of the subagent tree), like todo_write's todos_updated, so read_only (no effect events).
 _IDS = {"items": _STR, "type": "array"}

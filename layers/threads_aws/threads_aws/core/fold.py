@@ -72,6 +72,7 @@ class Turn:
     while it is open; `Fold.turn_open` says whether it is)."""
 
     opener: dict[str, Any] | None = None  # its user_input event
+    principal: dict[str, Any] | None = None  # of its latest input (opener or steer) naming one
     last_model: dict[str, Any] | None = None  # its latest model_request/response(_recovered)/abandoned
     pauses: int = 0  # its model_responses that stopped with pause_turn
     steered: bool = False  # a steer follows its latest model_request (the model hasn't seen it)
@@ -266,7 +267,7 @@ class Fold:
         if self.handed_off:
             raise self._bad(seq, "user_input after handoff")  # rule 26
         self.turn_open = True
-        self.turn = Turn(opener=ev)
+        self.turn = Turn(opener=ev, principal=ev["actor"].get("principal"))
         self.budget_blocked = False
         self.inputs.append(seq)
 
@@ -274,6 +275,8 @@ class Fold:
         if self.handed_off:
             raise self._bad(seq, "steer after handoff")  # rule 26
         self.turn.steered = True
+        if "principal" in ev["actor"]:  # the one the model now answers (Render v1's memory owner)
+            self.turn.principal = ev["actor"]["principal"]
 
     def _on_stop_when_idle(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         self.turn.stop_when_idle = True

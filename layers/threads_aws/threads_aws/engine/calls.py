@@ -256,6 +256,7 @@ class Calls(Deferred, Parallel, Subagents, Handoff, Team):
             clock=self.ctx.clock,
             stores=self.ctx.stores,
             workspace=view.fold.workspace,
+            principal=view.fold.turn.principal,
         )
         if not readonly:
             self.dispatch_effect(call, executor, tc, view)
@@ -271,6 +272,7 @@ class Calls(Deferred, Parallel, Subagents, Handoff, Team):
                 Draft("todos_updated", {"call_id": call.call_id, "todos": call.input["todos"]}, TOOL)
             )
         drafts.append(result(call.call_id, out.text, "executed", out.is_error))
+        drafts += [Draft("injected", data, actor) for data, actor in out.injected]  # recalled memory
         self.append(view, drafts)  # a lost race re-decides: a read-only call may run again
         return None
 

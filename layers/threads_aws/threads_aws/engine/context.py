@@ -15,6 +15,7 @@ from ..store.protocol import Artifacts, EventLog, StepQueue, StepTimer, Stores
 from ..store.records import wall_ms
 from ..writer import View, Writer
 from .exec_tool import WORKSPACE_EXECUTORS
+from .memory_tools import MEMORY_EXECUTORS
 from .models import ModelAdapter, adapter_for
 from .tools import BUILTIN_EXECUTORS, Executor
 
@@ -59,7 +60,9 @@ class EngineContext:
     agents: dict[str, Any] | None = None
     models: ModelResolver = adapter_for
     clock: Callable[[], int] = wall_ms
-    tools: dict[str, Executor] = field(default_factory=lambda: {**BUILTIN_EXECUTORS, **WORKSPACE_EXECUTORS})
+    tools: dict[str, Executor] = field(
+        default_factory=lambda: {**BUILTIN_EXECUTORS, **WORKSPACE_EXECUTORS, **MEMORY_EXECUTORS}
+    )
     inbox_queue: Any = None  # channels: wakes a thread whose inbox items waited on this branch
     functions: Functions | None = None  # Lambda tools (`store.functions`; engine.bindings)
     mcp: Callable[[], Any] = field(default_factory=lambda: _step_mcp)  # a step's MCP side (mcp_tools)

@@ -217,6 +217,9 @@ class DemoModel:
     - `spawn: <agent>: <task>` → tool_use `spawn_agent {agent, prompt}`; `bg: <agent>: <task>`
       the same with `background: true` (the turn goes on; the child's answer arrives late);
     - `handoff: <agent>` → tool_use `handoff {agent}`;
+    - `remember <key>: <text>` / `forget <key>` → `remember {key, text}` / `forget {key}` (the
+      user's memory, effects); `recall <key>` / `recall: <query>` → `recall {key}` / `{query}`
+      (read-only; it answers with what the recalled memory references say);
     - `team: <agent>: a; b; c` → the lead's team (`engine.team`): `team_task_create` t1..tn (each
       blocked by the one before), then one `spawn_agent {agent, prompt: "work: t<i>"}` per task;
       `work: <task_id>` → `team_task_claim`, and once claimed a `team_message` to the lead and
@@ -269,6 +272,8 @@ class DemoModel:
         while shown > 1 and _text_of(lines[shown - 1].get("content")).startswith(TEAM_MAIL_PREFIX):
             shown -= 1
         mail = len(lines) - shown
+        recalled = _recalled(lines[:shown])  # memory references a recall appended after its result
+        shown -= len(recalled)
         last = lines[shown - 1] if shown > 1 else {}
         if last.get("role") == "tool":
             worked = _after_claim(request, lines[:shown])
@@ -278,7 +283,8 @@ class DemoModel:
             if len(preview) > PREVIEW_CHARS:
                 preview = preview[:PREVIEW_CHARS] + "…"
             heard = f" ({mail} team message{'s' if mail != 1 else ''} read)" if mail else ""
-            return [{"type": "text", "text": f"Done: {preview}{heard}"}], "end_turn"
+            said = "".join(f"\n- {m}" for m in recalled)
+            return [{"type": "text", "text": f"Done: {preview}{heard}{said}"}], "end_turn"
         if last.get("role") == "user" and _text_of(last.get("content")).startswith("<heartbeat>"):
             running = _text_of(last.get("content")).split("running: ", 1)[-1].split("\n", 1)[0]
             return [{"type": "text", "text": f"Still running: {running}"}], "end_turn"
@@ -358,7 +364,39 @@ class DemoModel:
         if sep and rest and (cmd == "later" or (cmd.startswith("later ") and cmd[6:].strip().isdigit())):
             delay = int(cmd[6:].strip()) if cmd != "later" else 3000
             return "later", {"delay_ms": min(delay, 600_000), "text": rest}
-        return None
+        return _memory_use(text)
+
+
+_MEMORY_REF = '<reference source="memory" '
+
+
+def _recalled(lines: list[dict[str, Any]]) -> list[str]:
+    """The bodies of the memory reference lines at the end of the request (after a recall)."""
+    import html
+
+    out: list[str] = []
+    for line in reversed(lines[1:]):
+        text = _text_of(line.get("content")) if line.get("role") == "user" else ""
+        if not text.startswith(_MEMORY_REF):
+            break
+        body = text.partition("\n")[2].rpartition("\n")[0]
+        out.insert(0, html.unescape(body))
+    return out
+
+
+def _memory_use(text: str) -> tuple[str, dict[str, Any]] | None:
+    verb, _, arg = text.strip().partition(" ")
+    verb = verb.lower()
+    if verb == "recall:" and arg.strip():
+        return "recall", {"query": arg.strip()}  # `recall: <query>`
+    if verb == "recall" and arg.strip():
+        return "recall", {"key": arg.strip()}
+    if verb == "forget" and arg.strip():
+        return "forget", {"key": arg.strip()}
+    key, sep, value = arg.partition(":")
+    if verb == "remember" and sep and key.strip() and value.strip():
+        return "remember", {"key": key.strip(), "text": value.strip()}
+    return None
 
 
 TEAM_MAIL_PREFIX = '<reference source="agent" '

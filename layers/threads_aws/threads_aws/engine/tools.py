@@ -31,6 +31,9 @@ class ToolOutput:
     text: str
     is_error: bool = False
     receipt: str | None = None  # the effect_commit's provider_receipt (workspace writes)
+    # read-only tools only: `injected` data appended after the result (recalled memories),
+    # each with the principal it belongs to (its actor's)
+    injected: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = ()
 
 
 class ToolUncertain(Exception):
@@ -62,6 +65,7 @@ class ToolContext:
     clock: Callable[[], int]
     stores: Stores
     workspace: str | None = None  # the branch's current manifest hash (the fold's)
+    principal: dict[str, Any] | None = None  # whom the turn answers (`Turn.principal`): memory's owner
 
 
 Executor = Callable[[dict[str, Any], ToolContext], ToolOutput]

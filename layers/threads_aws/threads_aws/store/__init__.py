@@ -4,7 +4,8 @@ kind, each spelling its keys once:
 - `lines` (EventsTable items, spills), `branches` (head records, `NewBranch`), `append` (the
   fenced append), `leases`, `events` (`EventStore`: one object over those four);
 - `index` (thread META + branch membership), `receipts` (run receipts), `approvals`,
-  `questions`, `notes`, `api_keys`, `resources` (the cleanup ledger);
+  `questions`, `notes`, `memory` (a principal's memory), `api_keys`, `resources` (the cleanup
+  ledger);
 - `artifacts` (S3, content-addressed), `run_steps` (the run-step SQS queue);
 - `dynamo` (encoders, expressions, lazy clients, the tagged transaction runner), `records`
   (value types, errors, `Companion`), `protocol` (the typed seam and the `Stores` bundle),

@@ -13,6 +13,7 @@ from .deltas import DeltaRows
 from .events import EventStore
 from .inbox import Inbox
 from .index import ThreadIndex
+from .memory import MemoryStore
 from .names import ResourceNames
 from .notes import Notes
 from .protocol import Stores
@@ -50,4 +51,5 @@ def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, *
         schedules=Schedules(ddb, table),
         occurrences=Occurrences(ddb, table),
         schedule_threads=ScheduleThreads(ddb, table),
+        memory=MemoryStore(ddb, table, artifacts),
     )

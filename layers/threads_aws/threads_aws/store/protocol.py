@@ -23,6 +23,7 @@ from .channel_threads import ChannelRoute
 from .deltas import DeltaRow
 from .inbox import InboxRow
 from .index import ThreadRecord
+from .memory import Deleted, MemoryRow, MemoryWrite
 from .notes import Note
 from .questions import QuestionRow
 from .receipts import Receipt
@@ -148,6 +149,24 @@ class QuestionStore(Protocol):
 
 class NoteStore(Protocol):
     def store(self, note: Note) -> int: ...
+
+
+class MemoryBank(Protocol):
+    """A principal's memory, per (tenant, scope) (`store.memory.MemoryStore`)."""
+
+    def remember(self, w: MemoryWrite, record_id: str) -> None: ...
+
+    def forget(self, tenant: str, scope: str, key: str, effect_key: str, now: int) -> bool: ...
+
+    def get(self, tenant: str, scope: str, key: str) -> MemoryRow | None: ...
+
+    def search(self, tenant: str, scope: str, query: str, limit: int) -> tuple[list[MemoryRow], bool]: ...
+
+    def delete_scope(self, tenant: str, scope: str) -> Deleted: ...
+
+    def delete_tenant(self, tenant: str) -> Deleted: ...
+
+    def delete_written_by(self, tenant: str, thread_id: str) -> Deleted: ...
 
 
 class ApiKeyStore(Protocol):
@@ -321,5 +340,6 @@ class Stores:
     schedules: ScheduleStore
     occurrences: OccurrenceStore
     schedule_threads: ScheduleThreadStore
+    memory: MemoryBank
     deltas: DeltaStore | None = None  # live surfaces only: none means no token deltas
     provider_requests: ProviderRequestStore | None = None  # none: no answer is recovered

@@ -14,7 +14,15 @@ SUBJECT_KEYS = ("command", "cmd", "file_path", "path", "url", "query", "pattern"
 PATH_KEYS = ("file_path", "path", "paths", "files")
 
 # Words of a tool's name → its ACP kind (first match in this order). Built-ins by name first.
-BUILTIN_KINDS = {"time": "other", "todo_write": "think", "ask_user": "other", "note": "edit"}
+BUILTIN_KINDS = {
+    "time": "other",
+    "todo_write": "think",
+    "ask_user": "other",
+    "note": "edit",
+    "remember": "edit",
+    "recall": "read",
+    "forget": "delete",
+}
 KIND_WORDS = (
     (("spawn", "task", "agent", "subagent", "delegate"), "task"),
     (("bash", "shell", "exec", "execute", "run", "command", "terminal"), "execute"),
