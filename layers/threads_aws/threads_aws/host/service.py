@@ -11,12 +11,13 @@ Each method takes the authenticated Principal and answers a contract value or ra
 The routes by concern: `runs` (start a run, find one), `controls` (approvals, answers, parked
 effects, cancel, settings, mode; who may decide: `authority`), `reads` (timeline, branches,
 approvals), `forks` (fork points, fork), `steering` (steer, stop when idle; ours), `listing`
-(the tenant's threads, a thread's summary; ours).
+(the tenant's threads, a thread's summary; ours), `deletion` (delete a thread; ours).
 """
 
 from __future__ import annotations
 
 from .controls import Controls
+from .deletion import Deletion
 from .forks import Forks
 from .listing import Listing
 from .reads import Reads
@@ -24,7 +25,7 @@ from .runs import Runs
 from .steering import Steering
 
 
-class Host(Runs, Controls, Reads, Forks, Steering, Listing):
+class Host(Runs, Controls, Reads, Forks, Steering, Listing, Deletion):
     """Built by `services.Services.host()`: Host(stores, writer, steps, agents, clock)."""
 
 

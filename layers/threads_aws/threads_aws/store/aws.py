@@ -20,9 +20,11 @@ from .questions import Questions
 from .receipts import RunReceipts
 from .records import Clock, wall_ms
 from .resources import ResourceLedger
+from .retention import retention_ms
 from .schedule_occurrences import Occurrences
 from .schedule_threads import ScheduleThreads
 from .schedules import Schedules
+from .tombstones import Tombstones
 
 
 def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, **event_store: Any) -> Stores:
@@ -34,7 +36,7 @@ def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, *
     return Stores(
         events=events,
         artifacts=artifacts,
-        threads=ThreadIndex(ddb, table, events.branches),
+        threads=ThreadIndex(ddb, table, events.branches, retention_ms=retention_ms()),
         receipts=RunReceipts(ddb, table),
         approvals=Approvals(ddb, table),
         questions=Questions(ddb, table),
@@ -48,4 +50,5 @@ def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, *
         schedules=Schedules(ddb, table),
         occurrences=Occurrences(ddb, table),
         schedule_threads=ScheduleThreads(ddb, table),
+        tombstones=Tombstones(ddb, table),
     )
