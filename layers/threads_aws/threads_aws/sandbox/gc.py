@@ -85,7 +85,7 @@ def live_references(
             report.unreadable.append(branch_id)  # its references are unknown: sweep nothing
             continue
         report.branches += 1
-        marked.update(_spills(events, exported))
+        marked.update(_spills(exported))
         rec = events.head(branch_id)
         if rec is not None and rec.stubs_sha256 is not None:
             marked.add(rec.stubs_sha256)
@@ -104,13 +104,12 @@ def live_references(
     return marked
 
 
-def _spills(events: Any, exported: bytes) -> set[str]:
-    """The objects holding the chain's spilled lines (`store.lines`: a line past the spill
-    threshold is stored by the sha256 of its bytes), which no event names, only the line item."""
-    threshold = getattr(getattr(events, "lines", None), "spill_threshold", None)
-    if threshold is None:
-        return set()
-    return {hashlib.sha256(raw).hexdigest() for raw in exported.split(b"\n") if len(raw) > threshold}
+def _spills(exported: bytes) -> set[str]:
+    """The keys a spilled line of the chain would have (`store.lines`: a line past the store's
+    spill threshold is stored by the sha256 of its bytes), which no event names, only the line
+    item. Every line's hash, so it holds whatever threshold wrote the line; a key of a line that
+    was not spilled names no object, or one with exactly those bytes."""
+    return {hashlib.sha256(raw).hexdigest() for raw in exported.split(b"\n") if raw}
 
 
 def collect(
