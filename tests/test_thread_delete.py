@@ -154,3 +154,109 @@ def keys_of_thread(ctx: Any, branch: str) -> set[str]:
 
     return {f"sha256/{s}" for ev in ctx.writer.load(branch).fold.events for s in artifact_refs(ev.get("data"))}
 
+
+
+def test_busy_while_leased_or_an_effect_is_in_doubt(aws: Any) -> None:
+    from helpers.host import append, start, tool_turn
+
+    host = make_host(aws)
+    run_ = start(host)
+    tid, bid = run_["thread_id"], run_["branch_id"]
+    lease = host.store.acquire_lease(bid, "worker-1", ttl_ms=60_000)
+    assert _code(host.delete_thread, ALICE, tid) == "busy"  # a worker holds the branch
+    host.store.release_lease(bid, lease)
+    tool_turn(host, bid, "c1", "note", {"text": "x"}, "allow")
+    append(host, bid, ("effect_begin", {"attempt": 1, "call_id": "c1"}))
+    assert _code(host.delete_thread, ALICE, tid) == "busy"  # begun, never committed: in doubt
+    assert host.thread(ALICE, tid)["thread_id"] == tid  # nothing was deleted
+    ref = {"bytes": 2, "media_type": "application/json", "sha256": "0" * 64}
+    append(host, bid, ("effect_commit", {"call_id": "c1", "result_ref": ref}))
+    aws.clock.advance(61_000)
+    lease = host.store.acquire_lease(bid, "worker-2", ttl_ms=1_000)
+    aws.clock.advance(2_000)  # an expired lease does not hold the thread
+    assert host.delete_thread(ALICE, tid) is True
+    assert _code(host.thread, ALICE, tid) == "not_found"
+
+
+def test_handoff_target_survives_and_children_cascade(aws: Any) -> None:
+    ctx, host = make_ctx(aws), make_host(aws)
+    source = new_thread(ctx)
+    say(ctx, source, "handoff: demo")
+    assert run(ctx, source).state == "idle"
+    target_tid = of_type(ctx, source, "handoff")[0]["data"]["to_thread_id"]
+    source_tid = ctx.writer.load(source).fold.thread_id
+    assert host.delete_thread(ALICE, source_tid) is True
+    assert host.thread(ALICE, target_tid)["thread_id"] == target_tid  # never cascaded
+    assert _code(host.thread, ALICE, source_tid) == "not_found"
+
+
+def test_oversize_cascade_is_fenced_then_purged(aws: Any) -> None:
+    """More items than one transaction holds (here a limit of 6): the branches' leases fence the
+    thread, one write holds the tombstones with the META deletes, the purge does the rest."""
+    from threads_aws.store.deletion import ThreadDeletion
+
+    ctx, host = make_ctx(aws), make_host(aws)
+    tid, parent, child_tid, child = _thread_with_child(aws, ctx, host)
+    deletion = ThreadDeletion(host.stores, clock=aws.clock, max_items=6)
+    other = host.store.acquire_lease(child, "worker-1", ttl_ms=60_000)
+    with pytest.raises(Exception) as busy:
+        deletion.delete("acme", tid)
+    assert getattr(busy.value, "code", None) == "busy"
+    assert host.store.head(parent).lease_holder is None  # the fence it took was given back
+    host.store.release_lease(child, other)
+    assert deletion.delete("acme", tid) is True
+    for t in (tid, child_tid):
+        assert _code(host.thread, ALICE, t) == "not_found"
+    left = naming(aws, {parent, child})  # heads, lines, side rows: purged; the tombstones
+    assert {it["pk"]["S"] for it in left} == {f"TOMBSTONE#{tid}", f"TOMBSTONE#{child_tid}"}  # name them
+    assert {s.thread_id for s in host.stores.tombstones.purging()} == {tid, child_tid}
+
+
+def test_http_delete_answers_204_twice_and_404_for_others(aws: Any, monkeypatch: Any) -> None:
+    from test_host_handlers import CONTEXT, load_handler, sample
+
+    from threads_aws.host import runtime
+
+    for k, v in aws.resources.env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+    runtime.reset()
+    out = load_handler("start_run")(sample("start_run"), CONTEXT)
+    tid = json.loads(out["body"])["thread_id"]
+    ev = sample("delete_thread")
+    ev["pathParameters"] = {"thread_id": tid}
+    handler = load_handler("delete_thread")
+    assert [handler(ev, CONTEXT)["statusCode"] for _ in range(2)] == [204, 204]
+    get = sample("get_thread")
+    get["pathParameters"] = {"thread_id": tid}
+    out = load_handler("get_thread")(get, CONTEXT)
+    assert out["statusCode"] == 404 and json.loads(out["body"])["error"]["code"] == "not_found"
+    ev["requestContext"]["authorizer"] = {**ev["requestContext"]["authorizer"], "tenant": "evil"}
+    out = handler(ev, CONTEXT)
+    assert out["statusCode"] == 404 and json.loads(out["body"])["error"]["code"] == "not_found"
+    runtime.reset()
+
+
+def test_retention_deletes_an_idle_thread(aws: Any, monkeypatch: Any) -> None:
+    monkeypatch.setenv("THREAD_RETENTION_DAYS", "1")
+    ctx, host = make_ctx(aws), make_host(aws)
+    old = new_thread(ctx)
+    say(ctx, old, "hello")
+    run(ctx, old)
+    old_tid = ctx.writer.load(old).fold.thread_id
+    meta = aws.ddb.get_item(TableName=aws.resources.state_table, Key={"pk": {"S": f"THREAD#{old_tid}"}, "sk": {"S": "META"}})
+    assert int(meta["Item"]["ttl"]["N"]) == (aws.clock() + 86_400_000) // 1000  # DynamoDB's TTL
+    aws.clock.advance(86_400_000 - 60_000)
+    fresh = new_thread(ctx)
+    say(ctx, fresh, "hello")
+    run(ctx, fresh)
+    fresh_tid = ctx.writer.load(fresh).fold.thread_id
+    aws.clock.advance(120_000)
+    report = sweep(aws, host)
+    assert report.expired == [old_tid] and old_tid in report.finished
+    assert _code(host.thread, ALICE, old_tid) == "not_found"
+    assert host.thread(ALICE, fresh_tid)["thread_id"] == fresh_tid
+    # META gone by DynamoDB's TTL before any sweep: the next sweep finishes the rest
+    aws.ddb.delete_item(TableName=aws.resources.state_table, Key={"pk": {"S": f"THREAD#{fresh_tid}"}, "sk": {"S": "META"}})
+    report = sweep(aws, host)
+    assert report.expired == [fresh_tid] and naming(aws, {fresh}) == []
