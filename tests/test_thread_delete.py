@@ -39,12 +39,7 @@ def _items(aws: Any, table: str) -> list[dict[str, Any]]:
 def naming(aws: Any, ids: set[str]) -> list[dict[str, Any]]:
     """Every item of both tables whose serialised form names one of `ids`."""
     tables = (aws.resources.events_table, aws.resources.state_table)
-    return [
-        it
-        for t in tables
-        for it in _items(aws, t)
-        if any(i in json.dumps(it, default=str) for i in ids)
-    ]
+    return [it for t in tables for it in _items(aws, t) if any(i in json.dumps(it, default=str) for i in ids)]
 
 
 def keys(aws: Any) -> set[str]:
@@ -113,9 +108,9 @@ def test_delete_leaves_nothing_readable_and_is_idempotent(aws: Any) -> None:
         assert _code(host.pending_approvals, ALICE, t, b) == "not_found"
         assert _code(host.fork_points, ALICE, t, b) == "not_found"
         assert _code(host.cancel, ALICE, t, b, {}) == "not_found"
-        assert _code(host.start_run, ALICE, {"agent": "demo", "input": "hi", "thread_id": t}, new_uuid7()) == (
-            "not_found"
-        )
+        assert _code(
+            host.start_run, ALICE, {"agent": "demo", "input": "hi", "thread_id": t}, new_uuid7()
+        ) == ("not_found")
     page, _ = host.threads(ALICE, 50, None)
     assert {p["thread_id"] for p in page["threads"]} == {keep_tid}
 
@@ -133,7 +128,9 @@ def test_delete_leaves_nothing_readable_and_is_idempotent(aws: Any) -> None:
     left.remove(ledger)
     # otherwise only the tombstones remain, holding (thread_id, tenant, deleted_at, reason)
     assert sorted(it["pk"]["S"] for it in left) == sorted(f"TOMBSTONE#{t}" for t in (tid, child_tid))
-    assert all(set(it) == {"pk", "sk", "kind", "thread_id", "tenant", "deleted_at", "reason", "state"} for it in left)
+    assert all(
+        set(it) == {"pk", "sk", "kind", "thread_id", "tenant", "deleted_at", "reason", "state"} for it in left
+    )
     # S3: every object of the deleted threads is gone; the other thread's are all there
     live = keys_of_thread(ctx, keep) | {f"sha256/{h}" for h in _spills(ctx, keep)}
     assert live - keys_of_thread(ctx, keep)  # its spilled lines (the input and what echoes it)
@@ -152,8 +149,9 @@ def _spills(ctx: Any, branch: str) -> set[str]:
 def keys_of_thread(ctx: Any, branch: str) -> set[str]:
     from threads_aws.sandbox.gc import artifact_refs
 
-    return {f"sha256/{s}" for ev in ctx.writer.load(branch).fold.events for s in artifact_refs(ev.get("data"))}
-
+    return {
+        f"sha256/{s}" for ev in ctx.writer.load(branch).fold.events for s in artifact_refs(ev.get("data"))
+    }
 
 
 def test_busy_while_leased_or_an_effect_is_in_doubt(aws: Any) -> None:
@@ -214,7 +212,6 @@ def test_oversize_cascade_is_fenced_then_purged(aws: Any) -> None:
 
 def test_http_delete_answers_204_twice_and_404_for_others(aws: Any, monkeypatch: Any) -> None:
     from test_host_handlers import CONTEXT, load_handler, sample
-
     from threads_aws.host import runtime
 
     for k, v in aws.resources.env().items():
@@ -244,7 +241,9 @@ def test_retention_deletes_an_idle_thread(aws: Any, monkeypatch: Any) -> None:
     say(ctx, old, "hello")
     run(ctx, old)
     old_tid = ctx.writer.load(old).fold.thread_id
-    meta = aws.ddb.get_item(TableName=aws.resources.state_table, Key={"pk": {"S": f"THREAD#{old_tid}"}, "sk": {"S": "META"}})
+    meta = aws.ddb.get_item(
+        TableName=aws.resources.state_table, Key={"pk": {"S": f"THREAD#{old_tid}"}, "sk": {"S": "META"}}
+    )
     assert int(meta["Item"]["ttl"]["N"]) == (aws.clock() + 86_400_000) // 1000  # DynamoDB's TTL
     aws.clock.advance(86_400_000 - 60_000)
     fresh = new_thread(ctx)
@@ -257,6 +256,8 @@ def test_retention_deletes_an_idle_thread(aws: Any, monkeypatch: Any) -> None:
     assert _code(host.thread, ALICE, old_tid) == "not_found"
     assert host.thread(ALICE, fresh_tid)["thread_id"] == fresh_tid
     # META gone by DynamoDB's TTL before any sweep: the next sweep finishes the rest
-    aws.ddb.delete_item(TableName=aws.resources.state_table, Key={"pk": {"S": f"THREAD#{fresh_tid}"}, "sk": {"S": "META"}})
+    aws.ddb.delete_item(
+        TableName=aws.resources.state_table, Key={"pk": {"S": f"THREAD#{fresh_tid}"}, "sk": {"S": "META"}}
+    )
     report = sweep(aws, host)
     assert report.expired == [fresh_tid] and naming(aws, {fresh}) == []

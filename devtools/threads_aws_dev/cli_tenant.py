@@ -150,5 +150,7 @@ def add_tenant_parser(top: Any) -> None:
         "sweep",
         help="operator: one sweeper pass (retention, deleted threads' last rows, unreferenced objects)",
     )
-    p.add_argument("--grace-ms", type=_nonneg_int, metavar="MS", help="objects younger than this stay (default: a day)")
+    p.add_argument(
+        "--grace-ms", type=_nonneg_int, metavar="MS", help="objects younger than this stay (default: a day)"
+    )
     p.set_defaults(func=cmd_sweep)

@@ -70,7 +70,9 @@ def sweep(
     return report
 
 
-def _retention(stores: Any, sweep_store: Sweep, deletion: ThreadDeletion, report: SweepReport, now: int) -> None:
+def _retention(
+    stores: Any, sweep_store: Sweep, deletion: ThreadDeletion, report: SweepReport, now: int
+) -> None:
     threads = sweep_store.threads()
     for thread_id, tenant, ttl in threads:
         if ttl is None or ttl * 1000 > now:

@@ -152,8 +152,7 @@ class ThreadDeletion:
 
     def _branches(self, tenant: str, thread_id: str) -> list[BranchRecord]:
         ids = [
-            it["branch_id"]["S"]
-            for it in self._query(index.THREAD_PREFIX + thread_id, index.MEMBER_PREFIX)
+            it["branch_id"]["S"] for it in self._query(index.THREAD_PREFIX + thread_id, index.MEMBER_PREFIX)
         ]
         recs = self.events.branches.heads(ids)
         return [r for r in recs if r.tenant == tenant and r.thread_id == thread_id]

@@ -100,7 +100,9 @@ class Purge:
         for kind in row_kinds():
             if kind.scope == "thread":
                 kind.remove(self, thread)
-        self.delete_keys([{"pk": it["pk"], "sk": it["sk"]} for it in members] + [index.thread_key(stone.thread_id)])
+        self.delete_keys(
+            [{"pk": it["pk"], "sk": it["sk"]} for it in members] + [index.thread_key(stone.thread_id)]
+        )
         for child in stone.children:
             child_stone = self.stores.tombstones.ensure(
                 Tombstone(child, stone.tenant, stone.deleted_at, stone.reason)
@@ -256,7 +258,11 @@ def _occurrences(p: Purge, t: Target) -> None:
                 UpdateExpression="SET #st = :r, reason = :why REMOVE gsi1pk, gsi1sk, input_json, agent",
                 ConditionExpression="#st = :pending",
                 ExpressionAttributeNames={"#st": "state"},
-                ExpressionAttributeValues={":r": S("retired"), ":why": S("removed"), ":pending": S("pending")},
+                ExpressionAttributeValues={
+                    ":r": S("retired"),
+                    ":why": S("removed"),
+                    ":pending": S("pending"),
+                },
             )
         except ClientError as exc:
             if not condition_failed(exc):

@@ -158,4 +158,3 @@ class ResourceLedger:
                 return False
             raise
         return True
-
