@@ -186,6 +186,7 @@ def test_handoff_target_survives_and_children_cascade(aws: Any) -> None:
     assert host.delete_thread(ALICE, source_tid) is True
     assert host.thread(ALICE, target_tid)["thread_id"] == target_tid  # never cascaded
     assert _code(host.thread, ALICE, source_tid) == "not_found"
+    assert run(ctx, source).state == "idle"  # a wake queued before the delete finds nothing to do
 
 
 def test_oversize_cascade_is_fenced_then_purged(aws: Any) -> None:
