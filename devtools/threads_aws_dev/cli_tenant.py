@@ -84,7 +84,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
     purge.tenant_rows(tenant)
     report = sweep(stores, sweep_store, sandbox, now=_now())
     # the tenant-wide net only once no thread is left: a busy thread's rows carry the tenant too
-    stray = [] if busy else list(_tenant_items(sweep_store, tenant))
+    stray = [] if busy else list(sweep_store.carrying(tenant))
     purge.delete_keys(stray)
     print(f"deleted {deleted} threads of {tenant}; {len(stray) + report.stray_rows} other rows removed")
     gc = report.gc
@@ -96,14 +96,6 @@ def cmd_delete(args: argparse.Namespace) -> int:
         print(f"busy (running or in doubt), not deleted: {' '.join(busy)}; run again once idle")
         return EXIT_LOG
     return 0
-
-
-def _tenant_items(sweep_store: Any, tenant: str) -> Any:
-    """Keys of every StateTable item carrying `tenant`, but tombstones and ledger rows."""
-    for it in sweep_store._scan(""):
-        pk = it["pk"]["S"]
-        if it.get("tenant", {}).get("S") == tenant and not pk.startswith(("TOMBSTONE#", "RES#")):
-            yield {"pk": it["pk"], "sk": it["sk"]}
 
 
 def _installations(tenant: str) -> list[str]:

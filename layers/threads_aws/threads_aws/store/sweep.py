@@ -85,6 +85,14 @@ class Sweep:
             if any(i in t for t in texts for i in ids):
                 yield {"pk": it["pk"], "sk": it["sk"]}
 
+    def carrying(self, tenant: str) -> Iterator[dict[str, Any]]:
+        """The key of every StateTable item whose ``tenant`` is `tenant`, except tombstones and
+        ledger rows (`threads-aws tenant delete`'s net, once no thread of the tenant is left)."""
+        for it in self._scan(""):
+            pk = it["pk"]["S"]
+            if it.get("tenant", {}).get("S") == tenant and not pk.startswith(("TOMBSTONE#", "RES#")):
+                yield {"pk": it["pk"], "sk": it["sk"]}
+
     def resource_rows(self) -> list[ResourceRow]:
         """Every resources-ledger row (`store.resources`: RES#<owner> / RES#<resource_id>)."""
         return [
