@@ -221,6 +221,7 @@ V1_ROUTES = [
     ("POST", "/v1/threads/{t}/cancel", None),
     ("POST", "/v1/threads/{t}/settings", {"model": {"provider": "demo", "name": "demo-2"}}),
     ("POST", "/v1/threads/{t}/mode", {"mode": "plan"}),
+    ("DELETE", "/v1/threads/{t}", None),
 ]
 
 

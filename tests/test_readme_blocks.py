@@ -109,6 +109,8 @@ OUTPUT = {
     ],
     ("A 5-minute tour", '--branch $CHILD "write'): ["completed"],
     ("A 5-minute tour", 'read notes.txt"'): ["the original", "completed"],
+    ("A 5-minute tour", "-X DELETE"): ["204"],
+    ("A 5-minute tour", "as on every route"): ['"not_found"'],
     ("Run limits", '"a city"'): ["completed"],
     ("Run limits", "budget"): ['"run_id"'],
     ("Tools", "lookup_rate"): ["completed"],

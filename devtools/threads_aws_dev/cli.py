@@ -519,6 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_keys import add_keys_parser
 
     add_keys_parser(top)
+    from .cli_tenant import add_tenant_parser
+
+    add_tenant_parser(top)
     from .smoke import add_smoke_parser
 
     add_smoke_parser(top)

@@ -253,6 +253,13 @@ def thread(thread_id: str) -> Call[ThreadDetail]:
     return Call.get(_thread(thread_id))
 
 
+def delete_thread(thread_id: str) -> Call[None]:
+    """deleteThread: DELETE /v1/threads/{thread_id} (ours; 204, again for a thread the tenant
+    already deleted). The thread, its branches and its subagent children; `BusyError` while a
+    branch runs or has an effect in doubt."""
+    return Call.delete(_thread(thread_id), ok=204)
+
+
 OPERATIONS: dict[str, str] = {
     # operationId -> the function building its call (a test checks every served operation has one)
     "startRun": "start_run",
@@ -276,4 +283,5 @@ OPERATIONS: dict[str, str] = {
     "deleteSchedule": "delete_schedule",
     "listThreads": "threads",
     "getThread": "thread",
+    "deleteThread": "delete_thread",
 }

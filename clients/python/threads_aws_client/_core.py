@@ -96,9 +96,9 @@ class Call(Generic[R]):
         return cls("GET", path, params=_params(params), idempotent=True)
 
     @classmethod
-    def delete(cls, path: str) -> Call[Any]:
+    def delete(cls, path: str, *, ok: int = 200) -> Call[Any]:
         # Resending a delete removes nothing twice: at worst the resend answers not_found.
-        return cls("DELETE", path, idempotent=True)
+        return cls("DELETE", path, ok=ok, idempotent=True)
 
     @classmethod
     def post(
@@ -206,6 +206,8 @@ def result(call: Call, resp: httpx.Response) -> Any:
                 status=resp.status_code,
             )
         raise error_from(resp, call.idempotency_key)
+    if call.ok == 204:
+        return None  # No Content
     try:
         return resp.json()
     except ValueError:

@@ -246,6 +246,7 @@ class AsyncClient:
     create_schedule = async_method(_calls.create_schedule)
     schedules = async_method(_calls.schedules)
     delete_schedule = async_method(_calls.delete_schedule)
+    delete_thread = async_method(_calls.delete_thread)
 
     # -------------------------------------------------------------- listing (ours)
     threads = async_method(_calls.threads)

@@ -86,6 +86,11 @@ class BranchBusyError(ThreadsError):
     retryable = True
 
 
+class BusyError(ThreadsError):
+    code = "busy"  # deleteThread: a branch holds a lease or an effect in doubt; nothing was deleted
+    retryable = True
+
+
 class BranchNotRunnableError(ThreadsError):
     code = "branch_not_runnable"  # an inspection-only branch
 

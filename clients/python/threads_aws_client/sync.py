@@ -259,6 +259,7 @@ class Client:
     create_schedule = method(_calls.create_schedule)
     schedules = method(_calls.schedules)
     delete_schedule = method(_calls.delete_schedule)
+    delete_thread = method(_calls.delete_thread)
 
     # -------------------------------------------------------------- listing (ours)
     threads = method(_calls.threads)

@@ -180,7 +180,9 @@ class Services:
 
         def make() -> Host:
             sandbox = S3WorkspaceProvider(self.stores.artifacts)  # restores workspace snapshots
-            return Host(self.stores, self.writer, self.steps, self.agents, self.clock, sandbox=sandbox)
+            host = Host(self.stores, self.writer, self.steps, self.agents, self.clock, sandbox=sandbox)
+            host.schedule_remover = self.scheduler.delete  # a deleted thread's schedules
+            return host
 
         return self._once("host", make)
 

@@ -35,6 +35,7 @@ from typing import Any
 from .. import observability
 from ..core.errors import LogError
 from ..core.fold import Turn
+from ..store.records import NotFound
 from ..writer import Draft, View
 from .cancel import Cancel, open_cancel
 from .context import EngineContext, StepOutcome
@@ -58,6 +59,8 @@ def advance(ctx: EngineContext, branch_id: str, *, holder_id: str, deadline_ms: 
         if exc.code == "branch_busy":
             return StepOutcome("busy", 0)
         raise
+    except NotFound:
+        return StepOutcome("idle", 0)  # a deleted thread's branch (a wake queued before): done
     step = _Step(ctx, branch_id, lease)
     try:
         state = step.run(deadline_ms)

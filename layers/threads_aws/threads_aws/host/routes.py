@@ -113,6 +113,11 @@ def _delete_schedule(h: Host, r: Request) -> dict[str, Any]:
     return response(200, _schedules().delete(h, r.who(), r.thread_id, r.uuid_param("schedule_id") or ""))
 
 
+def _delete_thread(h: Host, r: Request) -> dict[str, Any]:
+    h.delete_thread(r.who(), r.thread_id)  # 204 again for the tenant's deleted thread (host.deletion)
+    return {"statusCode": 204, "headers": {}, "body": "", "isBase64Encoded": False}
+
+
 ROUTES: dict[str, tuple[frozenset[str], Call]] = {
     "startRun": (
         _codes(
@@ -205,4 +210,6 @@ ROUTES: dict[str, tuple[frozenset[str], Call]] = {
     # ours: listing (issue 13 §1)
     "listThreads": (_codes("invalid_request"), _list_threads),
     "getThread": (_codes(), lambda h, r: response(200, h.thread(r.who(), r.thread_id))),
+    # ours: thread deletion (issue 17 §1)
+    "deleteThread": (_codes("busy"), _delete_thread),
 }

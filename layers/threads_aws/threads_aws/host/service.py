@@ -12,12 +12,13 @@ The routes by concern: `runs` (start a run, find one), `controls` (approvals, an
 effects, cancel, settings, mode; who may decide: `authority`), `reads` (timeline, branches,
 approvals), `forks` (fork points, fork), `steering` (steer, stop when idle; ours), `redaction`
 (forget a span of a tool result; ours), `listing` (the tenant's threads, a thread's summary;
-ours).
+ours), `deletion` (delete a thread; ours).
 """
 
 from __future__ import annotations
 
 from .controls import Controls
+from .deletion import Deletion
 from .forks import Forks
 from .listing import Listing
 from .reads import Reads
@@ -26,7 +27,7 @@ from .runs import Runs
 from .steering import Steering
 
 
-class Host(Runs, Controls, Reads, Forks, Steering, Listing, Redactions):
+class Host(Runs, Controls, Reads, Forks, Steering, Listing, Redactions, Deletion):
     """Built by `services.Services.host()`: Host(stores, writer, steps, agents, clock)."""
 
 

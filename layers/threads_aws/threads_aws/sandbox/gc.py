@@ -14,12 +14,14 @@ The reference argument. An object is kept when any of these names it:
 3. each unexpired snapshot's manifest (`expires_at` null or > now) and its files: retention is
    exactly `expires_at`, and a fork needs an unexpired snapshot, so an expired one that is no
    longer any branch's current workspace is never read again;
-4. a stub-mode branch's recorded stubs (`sandbox.stubs`: the one object only a branch record,
+4. each spilled line of a live branch's chain (no event names it; its line item does), and a
+   stub-mode branch's recorded stubs (`sandbox.stubs`: the one object only a branch record,
    not the log, names; written before the branch exists, so covered by 5 until then);
 5. anything younger than `grace_ms`: a write puts its bytes and manifest before its
    effect_commit names them, and a model request's bytes precede its `model_request` (C2), so
    an in-flight object is not referenced yet. The grace must exceed the longest begin→commit
    span (a step's deadline plus the lease TTL; a day is far beyond it).
+6. a memory value held in S3 (`store.memory`): its row, not a log, names it (`kept`).
 A superseded manifest named only by an old write's `provider_receipt` is history, never read:
 no tool reads a past manifest, and a fork reads only a snapshot's. Deleting is safe against
 concurrent writers because everything a writer can still commit is covered by 5, and anything
@@ -32,16 +34,19 @@ provider, then `released`; a failed release is `release_failed`, never hidden.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.canonical import new_uuid7
 from ..core.errors import LogError
 from ..core.importer import import_log
 from ..store.sweep import Sweep
 from .workspace import Workspace
 
 DEFAULT_GRACE_MS = 86_400_000
+LEDGER_KEEP_MS = 30 * 86_400_000  # a released row of a gone branch, then DynamoDB's TTL drops it
 
 
 @dataclass
@@ -75,11 +80,13 @@ def live_references(
     marked: set[str] = set()
     for branch_id in sorted(branch_ids):
         try:
-            fold = import_log(events.export(branch_id), now=now).fold
+            exported = events.export(branch_id)
+            fold = import_log(exported, now=now).fold
         except LogError:
             report.unreadable.append(branch_id)  # its references are unknown: sweep nothing
             continue
         report.branches += 1
+        marked.update(_spills(exported))
         rec = events.head(branch_id)
         if rec is not None and rec.stubs_sha256 is not None:
             marked.add(rec.stubs_sha256)
@@ -98,6 +105,14 @@ def live_references(
     return marked
 
 
+def _spills(exported: bytes) -> set[str]:
+    """The keys a spilled line of the chain would have (`store.lines`: a line past the store's
+    spill threshold is stored by the sha256 of its bytes), which no event names, only the line
+    item. Every line's hash, so it holds whatever threshold wrote the line; a key of a line that
+    was not spilled names no object, or one with exactly those bytes."""
+    return {hashlib.sha256(raw).hexdigest() for raw in exported.split(b"\n") if raw}
+
+
 def collect(
     events: Any,
     artifacts: Any,
@@ -108,10 +123,13 @@ def collect(
     now: int,
     grace_ms: int = DEFAULT_GRACE_MS,
     dry_run: bool = False,
+    kept: Callable[[], set[str]] | None = None,
 ) -> GcReport:
     report = GcReport()
     branch_ids = sweep.branch_ids()  # heads first: anything newer is younger than the grace
     marked = live_references(events, Workspace(artifacts), report, branch_ids, now)
+    if kept is not None:
+        marked |= kept()  # read after the heads, before the listing, as the heads are
     report.marked = len(marked)
     for obj in () if report.unreadable else sweep.objects():
         report.listed += 1
@@ -123,19 +141,25 @@ def collect(
         report.deleted.append(obj.sha256)
         if not dry_run:
             sweep.delete(obj.sha256)
+    token = new_uuid7()
     for row in sweep.resource_rows():
-        if row.owner_branch_id in branch_ids or row.state not in ("live", "pending") or dry_run:
+        if row.owner_branch_id in branch_ids or row.state not in ("live", "pending", "releasing") or dry_run:
             continue
-        try:
-            ledger.move(row, "releasing", expect=("live", "pending"))  # the claim (compare-and-set)
-        except LogError:
-            continue  # another sweeper claimed it
+        if row.state == "releasing":  # a deleted thread's (store.deletion moved it)
+            if not ledger.claim(row, token, now=now):
+                continue  # another sweeper holds it
+        else:
+            try:
+                ledger.move(row, "releasing", expect=("live", "pending"))  # the claim (compare-and-set)
+            except LogError:
+                continue  # another sweeper claimed it
         try:
             if row.ref is not None:
                 sandbox.release(row.ref)
         except Exception:  # noqa: BLE001 - a failed release is recorded, never hidden
             ledger.move(row, "release_failed")
             continue
-        ledger.move(row, "released")
+        # the audit of a release outlives its branch for a while, not forever (DynamoDB TTL)
+        ledger.move(row, "released", ttl_s=(now + LEDGER_KEEP_MS) // 1000)
         report.released_rows += 1
     return report

@@ -7,6 +7,8 @@ kind, each spelling its keys once:
   `questions`, `notes`, `memory` (a principal's memory), `api_keys`, `resources` (the cleanup
   ledger);
 - `artifacts` (S3, content-addressed), `run_steps` (the run-step SQS queue);
+- `tombstones`, `deletion` (a thread's deletion: one transaction), `purge` (its rows, by kind),
+  `retention` (idle threads' lifetime), `sweep` (the sweeper's whole-store listings);
 - `dynamo` (encoders, expressions, lazy clients, the tagged transaction runner), `records`
   (value types, errors, `Companion`), `protocol` (the typed seam and the `Stores` bundle),
   `aws` (builds every store), `names` (the deployed resource names), `ingest` (a verified export

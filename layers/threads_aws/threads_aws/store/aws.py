@@ -22,9 +22,11 @@ from .questions import Questions
 from .receipts import RunReceipts
 from .records import Clock, wall_ms
 from .resources import ResourceLedger
+from .retention import retention_ms
 from .schedule_occurrences import Occurrences
 from .schedule_threads import ScheduleThreads
 from .schedules import Schedules
+from .tombstones import Tombstones
 
 
 def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, **event_store: Any) -> Stores:
@@ -36,7 +38,7 @@ def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, *
     return Stores(
         events=events,
         artifacts=artifacts,
-        threads=ThreadIndex(ddb, table, events.branches),
+        threads=ThreadIndex(ddb, table, events.branches, retention_ms=retention_ms()),
         receipts=RunReceipts(ddb, table),
         approvals=Approvals(ddb, table),
         questions=Questions(ddb, table),
@@ -52,4 +54,5 @@ def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, *
         occurrences=Occurrences(ddb, table),
         schedule_threads=ScheduleThreads(ddb, table),
         memory=MemoryStore(ddb, table, artifacts),
+        tombstones=Tombstones(ddb, table),
     )

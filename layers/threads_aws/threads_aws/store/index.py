@@ -172,17 +172,26 @@ def thread_put(
 
 
 def activity_update(
-    table: str, thread_id: str, branch_id: str, status: str, at: int, title: str | None = None
+    table: str,
+    thread_id: str,
+    branch_id: str,
+    status: str,
+    at: int,
+    title: str | None = None,
+    retention_ms: int | None = None,
 ) -> Item:
     """The TransactItem recording a branch's new fold status on its thread's row (and the title,
     if the thread has none yet: a thread started by a channel gets it from its first message).
-    Unconditional: it never fails the append it commits with."""
+    Unconditional: it never fails the append it commits with. With a retention, it also moves
+    the row's DynamoDB TTL (``ttl``, epoch seconds) to `at` + retention (`retention`)."""
     e = Expr()
     sets = [
         f"{e.n('status')} = {e.v(S(status))}",
         f"{e.n('status_branch_id')} = {e.v(S(branch_id))}",
         f"{e.n('status_at')} = {e.v(N(at))}",
     ]
+    if retention_ms:
+        sets.append(f"{e.n('ttl')} = {e.v(N((at + retention_ms) // 1000))}")
     if title is not None:
         t = e.n("title")
         sets.append(f"{t} = if_not_exists({t}, {e.v(S(title))})")
@@ -225,10 +234,13 @@ def valid_cursor(cursor: str) -> bool:
 
 
 class ThreadIndex:
-    def __init__(self, ddb: Any, state_table: str, branches: Branches) -> None:
+    def __init__(
+        self, ddb: Any, state_table: str, branches: Branches, *, retention_ms: int | None = None
+    ) -> None:
         self.ddb = ddb
         self.table = state_table
         self.branches = branches
+        self.retention_ms = retention_ms  # idle threads' lifetime (`store.retention`), None: forever
 
     def create_thread(
         self, tenant: str, thread_id: str, main_branch_id: str, created_at: int
@@ -297,14 +309,20 @@ class ThreadIndex:
     def activity(self, thread_id: str, branch_id: str, status: str, at: int, title: str | None) -> Companion:
         """The companion of an append that changes `branch_id`'s fold status (`activity_update`)."""
         return Companion(
-            "thread_activity", activity_update(self.table, thread_id, branch_id, status, at, title)
+            "thread_activity",
+            activity_update(self.table, thread_id, branch_id, status, at, title, self.retention_ms),
         )
 
     def record_activity(self, companion: Companion) -> None:
         """Apply an activity update on its own: for an append too large to carry companions (a
         split batch), right after it commits. A crash in between leaves the row's status one
-        change behind until the branch's next change; the thread's own route is exact."""
-        self.ddb.update_item(**companion.item["Update"])
+        change behind until the branch's next change; the thread's own route is exact. On its
+        own it requires the row: a thread deleted meanwhile is not re-created as a bare row."""
+        try:
+            self.ddb.update_item(**companion.item["Update"], ConditionExpression="attribute_exists(pk)")
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
 
     def list_branches(self, tenant: str, thread_id: str) -> list[BranchRecord]:
         """The thread's branches (not those still `forking`), oldest first."""

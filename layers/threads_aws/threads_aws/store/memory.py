@@ -317,6 +317,26 @@ class MemoryStore:
         # the pk is a hash: the clear attributes make a (never expected) collision harmless
         return s_of(item, "tenant") == tenant and s_of(item, "scope") == scope
 
+    def value_refs(self) -> set[str]:
+        """The sha256 of every memory value held in S3 (the artifact collector keeps them: no
+        log names a memory's value, its row does). One Scan of the memory rows with a ref."""
+        out: set[str] = set()
+        start: Item | None = None
+        while True:
+            req: dict[str, Any] = {
+                "TableName": self.table,
+                "FilterExpression": "begins_with(pk, :p) AND attribute_exists(ref_sha256)",
+                "ExpressionAttributeValues": {":p": S("MEMORY#")},
+                "ProjectionExpression": "ref_sha256",
+            }
+            if start is not None:
+                req["ExclusiveStartKey"] = start
+            page = self.ddb.scan(**req)
+            out.update(str(item["ref_sha256"]["S"]) for item in page.get("Items", []))
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return out
+
     def _pages(self, **query: Any) -> Iterator[list[Item]]:
         start: Item | None = None
         while True:

@@ -32,6 +32,7 @@ from .resources import ResourceRow
 from .schedule_occurrences import OccurrenceRow
 from .schedule_threads import ScheduleThread
 from .schedules import ScheduleRow
+from .tombstones import Tombstone
 
 
 class EventLog(Protocol):
@@ -307,6 +308,20 @@ class ScheduleThreadStore(Protocol):
     def create(self, row: ScheduleThread) -> Companion: ...
 
 
+class TombstoneStore(Protocol):
+    """Deleted threads (`store.tombstones.Tombstones`)."""
+
+    def get(self, tenant: str, thread_id: str) -> Tombstone | None: ...
+
+    def ensure(self, stone: Tombstone) -> Tombstone: ...
+
+    def add_branches(self, thread_id: str, branch_ids: Sequence[str]) -> None: ...
+
+    def done(self, thread_id: str) -> None: ...
+
+    def purging(self, limit: int = 100) -> list[Tombstone]: ...
+
+
 class StepQueue(Protocol):
     """The run-step queue (`store.run_steps.RunStepQueue`)."""
 
@@ -341,5 +356,6 @@ class Stores:
     occurrences: OccurrenceStore
     schedule_threads: ScheduleThreadStore
     memory: MemoryBank
+    tombstones: TombstoneStore
     deltas: DeltaStore | None = None  # live surfaces only: none means no token deltas
     provider_requests: ProviderRequestStore | None = None  # none: no answer is recovered

@@ -27,8 +27,12 @@ from .records import Clock, Item, wall_ms
 TTL_S = 86_400
 
 
+def provider_requests_pk(branch_id: str) -> str:
+    return f"PROVREQ#{branch_id}"
+
+
 def provider_request_key(branch_id: str, request_event_id: str) -> Item:
-    return {"pk": S(f"PROVREQ#{branch_id}"), "sk": S(request_event_id)}
+    return {"pk": S(provider_requests_pk(branch_id)), "sk": S(request_event_id)}
 
 
 class ProviderRequests:

@@ -62,9 +62,16 @@ class ResourceLedger:
         return row
 
     def move(
-        self, row: ResourceRow, to: str, *, ref: str | None = None, expect: tuple[str, ...] = ()
+        self,
+        row: ResourceRow,
+        to: str,
+        *,
+        ref: str | None = None,
+        expect: tuple[str, ...] = (),
+        ttl_s: int | None = None,
     ) -> None:
-        """Compare-and-set the row's state (from its current state, or any of `expect`)."""
+        """Compare-and-set the row's state (from its current state, or any of `expect`); `ttl_s`
+        (epoch seconds) lets DynamoDB's TTL drop a settled row of a branch that is gone."""
         names = {"#s": "state"}
         values: dict[str, Any] = {":to": {"S": to}}
         allowed = expect or (row.state,)
@@ -72,6 +79,10 @@ class ResourceLedger:
         for i, s in enumerate(allowed):
             values[f":from{i}"] = {"S": s}
         update = "SET #s = :to"
+        if ttl_s is not None:
+            update += ", #ttl = :ttl"
+            names["#ttl"] = "ttl"
+            values[":ttl"] = {"N": str(ttl_s)}
         if ref is not None:
             update += ", #r = :ref"
             names["#r"] = "ref"
@@ -121,3 +132,29 @@ class ResourceLedger:
             if "LastEvaluatedKey" not in page:
                 return out
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def claim(self, row: ResourceRow, token: str, *, now: int, ttl_ms: int = 300_000) -> bool:
+        """Claim a `releasing` row for cleanup (the ledger's ``cleanup_claim``, by compare-and-set:
+        unclaimed, or its claim lapsed). A deleted thread's rows arrive `releasing` from the
+        deletion's transaction; of two sweepers, one releases each."""
+        try:
+            self.ddb.update_item(
+                TableName=self.table,
+                Key=resource_key(row.owner_branch_id, row.resource_id),
+                UpdateExpression="SET cleanup_claim = :t, claim_expires_at = :exp",
+                ConditionExpression=(
+                    "#s = :releasing AND (attribute_not_exists(cleanup_claim) OR claim_expires_at < :now)"
+                ),
+                ExpressionAttributeNames={"#s": "state"},
+                ExpressionAttributeValues={
+                    ":t": {"S": token},
+                    ":exp": {"N": str(now + ttl_ms)},
+                    ":now": {"N": str(now)},
+                    ":releasing": {"S": "releasing"},
+                },
+            )
+        except ClientError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True
