@@ -16,6 +16,8 @@ from helpers.host import ALICE, MALLORY, make_host
 from threads_aws.core.canonical import new_uuid7
 from threads_aws.engine.models import adapter_for
 from threads_aws.host.errors import ApiError
+from threads_aws.store.artifacts import ArtifactStore
+from threads_aws.store.memory import INLINE_MAX
 from threads_aws.store.records import wall_ms
 from threads_aws.store.sweep import Sweep
 
@@ -262,3 +264,27 @@ def test_retention_deletes_an_idle_thread(aws: Any, monkeypatch: Any) -> None:
     )
     report = sweep(aws, host)
     assert report.expired == [fresh_tid] and naming(aws, {fresh}) == []
+
+
+def test_delete_removes_the_memory_its_thread_wrote_and_the_sweeper_keeps_the_rest(aws: Any) -> None:
+    aws.clock.now = wall_ms()
+    ctx, host = aws.services().engine(models=adapter_for), make_host(aws)
+    gone, kept = new_thread(ctx), new_thread(ctx)
+    say(ctx, gone, "remember old: " + "a " * INLINE_MAX)  # a value held in S3
+    run(ctx, gone)
+    say(ctx, kept, "remember essay: " + "b " * INLINE_MAX)  # named by its row only, no log
+    run(ctx, kept)
+    rows = {it["sk"]["S"]: it for it in memory_rows(aws)}
+    assert set(rows) == {"old", "essay"}
+    objects = {k: ArtifactStore.key(rows[k]["ref_sha256"]["S"]) for k in rows}
+    assert {objects["old"], objects["essay"]} <= keys(aws)
+    tid = ctx.writer.load(gone).fold.thread_id
+    assert host.delete_thread(ALICE, tid) is True
+    assert [it["sk"]["S"] for it in memory_rows(aws)] == ["essay"]
+    aws.clock.now = wall_ms() + 2_000
+    sweep(aws, host)
+    assert objects["essay"] in keys(aws) and objects["old"] not in keys(aws)
+
+
+def memory_rows(aws: Any) -> list[dict[str, Any]]:
+    return [it for it in _items(aws, aws.resources.state_table) if it["pk"]["S"].startswith("MEMORY#")]
