@@ -284,7 +284,9 @@ def test_threads_lists_the_newest_first_with_title_and_status(env):
     tag = uuid.uuid4().hex[:8]
     done = cli(env, "run", "--json", f"{tag} first")
     assert done.returncode == 0, done.stderr
-    listing = cli(env, "threads", "--limit", "200")
+    # rich fits the table to the terminal: other tests' longer agent names on the shared dev
+    # server would squeeze the title column to an ellipsis at the default 80 columns
+    listing = cli(env, "threads", "--limit", "200", extra_env={"COLUMNS": "200"})
     assert listing.returncode == 0, listing.stderr
     line = next(ln for ln in listing.stdout.splitlines() if tag in ln)
     assert "demo" in line and "idle" in line
