@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from helpers.engine import make_ctx, new_thread, of_type, run, say, verify_export
-from threads_aws.core.canonical import MAX_LINE_BYTES, canonical_bytes
+from threads_aws.core.canonical import MAX_LINE_BYTES, NotCanonical, canonical_bytes
 from threads_aws.engine import answer_fit
 
 
@@ -36,6 +37,19 @@ def test_an_answer_over_the_line_limit_is_kept_whole_as_an_artifact(aws: Any) ->
 def test_a_small_answer_is_untouched() -> None:
     response = {"completeness": "complete", "content": [{"type": "text", "text": "hi"}]}
     assert answer_fit.fit(response, _no_put) is response
+
+
+def test_the_quick_bound_agrees_with_the_exact_measure_at_the_limit() -> None:
+    # fits() skips the exact JCS measure only when twice orjson's size is under the budget;
+    # around the limit, with numbers JCS spells differently, it must answer as the exact one.
+    budget = answer_fit.DATA_BUDGET
+    for size in (budget // 2 - 200, budget // 2 + 200, budget - 300, budget - 100, budget + 100):
+        for extra in ({}, {"f": [1.0, 1e21, 0.1] * 50}):
+            r = {"content": [{"type": "text", "text": "x" * size}], **extra}
+            assert answer_fit.fits(r) == (len(canonical_bytes(r)) <= budget), (size, extra)
+        unsafe = {"content": [{"type": "text", "text": "x" * size}], "n": 2**60}
+        with pytest.raises(NotCanonical):  # JCS has no such integer, whatever the size
+            answer_fit.fits(unsafe)
 
 
 def test_escapes_are_measured_and_calls_never_cut() -> None:
