@@ -20,6 +20,7 @@ from rich.text import Text
 from threads_aws_client import Client, RunStream
 
 from . import EXIT_INTERRUPTED, exit_code, prompts
+from .line_input import read_line
 from .render import call_text, outcome_text, print_json, response_text, short, todos_text
 
 ACTIVE = {"calling", "running", "allowed", "approved"}
@@ -239,7 +240,7 @@ class Follower:
         if not self.interactive:
             return False
         try:
-            answer = self.console.input("\n[bold]Cancel the run?[/] [y/N] ").strip().lower()
+            answer = read_line(self.console, "\n[bold]Cancel the run?[/] [y/N] ").strip().lower()
         except (KeyboardInterrupt, EOFError):
             return False
         if answer not in ("y", "yes"):

@@ -23,6 +23,7 @@ from threads_aws_client import (
 )
 from threads_aws_client.types import PendingApproval
 
+from .line_input import read_line
 from .render import call_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,7 +118,7 @@ def _ask(console: Console, prompt: str, accepted: dict[str, str]) -> str:
     """Read one of `accepted` (word or letter → choice); Ctrl-D means later."""
     while True:
         try:
-            raw = console.input(prompt).strip().lower()
+            raw = read_line(console, prompt).strip().lower()
         except EOFError:
             return "later"
         if raw in accepted:
@@ -174,7 +175,7 @@ def _pick(console: Console, what: str, options: list[str], *, multi: bool = Fals
     hint = "numbers, comma-separated" if multi else "a number"
     while True:
         try:
-            raw = console.input(f"{what} ({hint}; empty: later): ").strip()
+            raw = read_line(console, f"{what} ({hint}; empty: later): ").strip()
         except EOFError:
             return None
         if not raw:
@@ -211,7 +212,7 @@ def ask_question(
             answer: Any = _pick(console, "your answer", options, multi=args.get("multi_select") is True)
         else:
             try:
-                answer = console.input("your answer (empty: later): ").strip() or None
+                answer = read_line(console, "your answer (empty: later): ").strip() or None
             except EOFError:
                 answer = None
         if answer is None:
