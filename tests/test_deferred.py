@@ -25,7 +25,9 @@ from helpers.engine import (
 from threads_aws.core.errors import LogError
 from threads_aws.core.projections import run as run_projection
 from threads_aws.engine import deferred_runner
-from threads_aws.writer import Draft
+from threads_aws.store.deletion import ThreadDeletion
+from threads_aws.store.records import NotFound
+from threads_aws.writer import Draft, Writer
 
 HEARTBEAT_MS = 20_000  # the default policy.retry.heartbeat_ms
 
@@ -467,3 +469,28 @@ def test_background_child_runs_under_its_budget(aws: Any) -> None:
     assert late["data"]["is_error"]
     verify_export(ctx, b)
     verify_export(ctx, child.main_branch_id)
+
+
+class DeletedMidBody(Writer):
+    """A deletion lands while the call's body runs: the runner's second load finds no thread."""
+
+    def __init__(self, base: Writer, deletion: Any, tenant: str, thread_id: str) -> None:
+        super().__init__(base.store, clock=base.clock)
+        self.loads, self.deletion, self.tenant, self.thread_id = 0, deletion, tenant, thread_id
+
+    def load(self, branch_id: str, **kw: Any) -> Any:
+        self.loads += 1
+        if self.loads == 2:
+            assert self.deletion.delete(self.tenant, self.thread_id)
+        return super().load(branch_id, **kw)
+
+
+def test_a_thread_deleted_while_its_deferred_call_runs_drops_the_result(aws: Any) -> None:
+    ctx, b, message = started(aws)
+    deletion = ThreadDeletion(ctx.stores, clock=ctx.clock)
+    racing = DeletedMidBody(ctx.writer, deletion, message["tenant"], message["thread_id"])
+    assert deferred_runner.run_one(dataclasses.replace(ctx, writer=racing), message) == "dropped"
+    assert racing.loads == 2  # the body ran; the deletion came before its result was recorded
+    with pytest.raises(NotFound):
+        ctx.writer.load(b)
+    assert messages(aws, ctx) == []  # no wake-up for a thread that is gone

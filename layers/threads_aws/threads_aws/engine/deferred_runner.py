@@ -85,6 +85,7 @@ def run_one(ctx: EngineContext, message: dict[str, Any], *, receive_count: int =
         clock=ctx.clock,
         stores=ctx.stores,
         workspace=view.fold.workspace,
+        principal=view.fold.turn.principal,  # the call's turn is open while it runs (rule 7)
     )
     try:
         out = executor(call.input, tc)
@@ -155,12 +156,17 @@ def _append(ctx: EngineContext, branch_id: str, call_id: str, build: Any) -> str
     """Append `build(call)` unless the call's outcome got recorded meanwhile (a redelivery, a
     second message of the same call): exactly one late result per call."""
     for _ in range(APPEND_RETRIES):
-        view = ctx.writer.load(branch_id)
+        try:
+            view = ctx.writer.load(branch_id)
+        except NotFound:
+            return "dropped"  # the thread was deleted while the body ran: nothing to record on
         call = view.fold.calls[call_id]
         if _state(view, call) != "run":
             return "done"
         try:
             ctx.writer.append(branch_id, build(call))
+        except NotFound:
+            return "dropped"
         except LogError as exc:
             if exc.code == "seq_conflict":
                 continue  # the head moved: re-check on the new head
