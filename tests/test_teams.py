@@ -245,12 +245,18 @@ def test_the_leads_message_reaches_a_member_and_broadcasts_reach_everyone_once(a
         lead,
         [Draft("team_message", {"from": lead_tid, "message_id": "m2", "text": "for all", "to": "*"}, tool)],
     )
+    held = ctx.artifacts.put(b"held as an artifact", "text/plain")  # TextOrRef: a ref instead of text
+    ctx.writer.append(
+        lead,
+        [Draft("team_message", {"from": lead_tid, "message_id": "m3", "ref": held, "to": tid}, tool)],
+    )
     models["current"] = member_model
     assert run(ctx, member).state == "idle"
     mail = [e["data"] for e in of_type(ctx, member, "injected")]
-    assert [(m["origin"], m["text"], m["source"]) for m in mail] == [
+    assert [(m["origin"], m.get("text", m.get("ref")), m["source"]) for m in mail] == [
         ({"id": "m1", "location": lead_tid}, "for you", "agent"),
         ({"id": "m2", "location": lead_tid}, "for all", "agent"),
+        ({"id": "m3", "location": lead_tid}, held, "agent"),
     ]
     assert b"for you" in member_model.requests[0] and b"for all" in member_model.requests[0]
     models["current"] = lead_model

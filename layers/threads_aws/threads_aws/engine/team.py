@@ -210,8 +210,9 @@ class Team(StepBase):
                 {
                     "origin": {"id": m["message_id"], "location": m["from"]},
                     "source": "agent",
-                    "text": m["text"],
                     "trust": "untrusted_reference",
+                    # TextOrRef on both: a message held as an artifact is delivered by its ref
+                    **({"ref": m["ref"]} if "ref" in m else {"text": m["text"]}),
                 },
                 HOST,
             )
