@@ -191,6 +191,24 @@ def test_handoff_target_survives_and_children_cascade(aws: Any) -> None:
     assert run(ctx, source).state == "idle"  # a wake queued before the delete finds nothing to do
 
 
+def test_a_parent_whose_log_is_unreadable_still_takes_its_children(aws: Any) -> None:
+    """A corrupt tail makes the parent's log unreadable; the lines before it name its child,
+    which is deleted with it rather than left without a parent."""
+    ctx, host = make_ctx(aws), make_host(aws)
+    tid, parent, child_tid, child = _thread_with_child(aws, ctx, host)
+    last = host.store.head(parent).head_seq
+    aws.ddb.update_item(
+        TableName=aws.resources.events_table,
+        Key={"branch_id": {"S": parent}, "seq": {"N": str(last)}},
+        UpdateExpression="SET #l = :b",
+        ExpressionAttributeNames={"#l": "line"},
+        ExpressionAttributeValues={":b": {"B": b"{not json"}},
+    )
+    assert host.delete_thread(ALICE, tid) is True
+    for t in (tid, child_tid):
+        assert _code(host.thread, ALICE, t) == "not_found"
+
+
 def test_oversize_cascade_is_fenced_then_purged(aws: Any) -> None:
     """More items than one transaction holds (here a limit of 6): the branches' leases fence the
     thread, one write holds the tombstones with the META deletes, the purge does the rest."""

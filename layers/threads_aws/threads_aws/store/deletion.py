@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import orjson
+
 from ..core.canonical import new_uuid7
 from ..core.errors import LogError
 from ..core.importer import import_log
@@ -100,7 +102,6 @@ class ThreadDeletion:
         self.clock = clock
         self.max_items = max_items
         self.purge = Purge(stores, on_schedule=on_schedule)
-        self.calls = 0  # AWS requests of the last `delete` (the plan's reads are counted by callers)
 
     # ------------------------------------------------------------------ the one entry point
     def delete(self, tenant: str, thread_id: str, *, reason: str = "api") -> bool:
@@ -182,8 +183,9 @@ class ThreadDeletion:
             fold = import_log(self.events.export(rec.branch_id), now=now).fold
         except LogError:
             # An unreadable (corrupt, fork_failed) log is not writable: nothing runs on it, and
-            # what it may name is removed by the purge all the same.
-            return []
+            # what it names is removed by the purge all the same. Its children are still its
+            # own: the readable lines name them.
+            return _spawned_before_the_damage(self.events.export(rec.branch_id))
         if fold.open_effects:
             raise DeletionRefused("busy", f"branch {rec.branch_id} has an effect in doubt")
         return list(fold.children)
@@ -265,3 +267,21 @@ class ThreadDeletion:
             if isinstance(exc, DeletionRefused):
                 raise
             raise DeletionRefused("busy", f"a branch is running: {exc}") from None
+
+
+def _spawned_before_the_damage(raw: bytes) -> list[str]:
+    """The child threads `agent_spawned` lines name, up to the first line that isn't JSON."""
+    children: list[str] = []
+    for line in raw.split(b"\n"):
+        try:
+            ev = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            break
+        if not isinstance(ev, dict):
+            continue
+        data = ev.get("data")
+        if ev.get("type") == "agent_spawned" and isinstance(data, dict):
+            child = data.get("child_thread_id")
+            if isinstance(child, str) and child not in children:
+                children.append(child)
+    return children
