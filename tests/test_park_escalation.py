@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from helpers.engine import (
     Crash,
+    grant,
     make_ctx,
     new_thread,
     of_type,
@@ -179,6 +180,28 @@ def test_a_wake_up_past_the_queue_delay_hops_without_a_step(aws: Any) -> None:
     assert step_messages(aws) == []
     assert handle_batch(timer_event("b-due", now + 500), None, engine=ctx) == {"batchItemFailures": []}
     assert step_messages(aws) == [{"branch_id": "b-due", "reason": "timer_due"}]
+    assert len(sqs.sent) == 1
+
+
+def park_hop(branch_id: str, not_before: int) -> dict[str, Any]:
+    event = timer_event(branch_id, not_before)
+    event["Records"][0]["body"] = json.dumps({"branch_id": branch_id, "not_before": not_before, "park": True})
+    return event
+
+
+def test_a_park_answered_before_it_expires_stops_hopping(aws: Any) -> None:
+    """The wake-up armed for the default 24 h TTL would hop 96 times; once the approval is
+    decided, the next hop finds no open park and is not sent again."""
+    ctx, b = parked_on_note(aws)
+    (req,) = of_type(ctx, b, "approval_requested")
+    expires = req["data"]["expires_at"]
+    hopper, sqs = recording_ctx(aws)
+    assert handle_batch(park_hop(b, expires), None, engine=hopper) == {"batchItemFailures": []}
+    assert [body for body, _ in sqs.sent] == [{"branch_id": b, "not_before": expires, "park": True}]
+    grant(ctx, b)
+    assert handle_batch(park_hop(b, expires), None, engine=hopper) == {"batchItemFailures": []}
+    assert len(sqs.sent) == 1 and step_messages(aws) == []  # dropped: nothing to escalate
+    assert handle_batch(park_hop("no-such-branch", expires), None, engine=hopper)["batchItemFailures"] == []
     assert len(sqs.sent) == 1
 
 

@@ -5,7 +5,9 @@ of its branch at `expires_at` on the run-step timer (`store.step_timer`) BEFORE 
 appended: a crash in between leaves a spare wake-up, never a park nobody escalates. The timer
 queue delays a message by at most 15 minutes; a longer TTL hops (`engine.queue.forward_wakeups`
 re-sends a message that is not due yet with the remaining delay), so one armed wake-up reaches
-`expires_at` with ceil(TTL / 15 min) sends and no step before it is due.
+`expires_at` with ceil(TTL / 15 min) sends and no step before it is due. Each hop first reads
+the branch (one GetItem, and the tail if it moved): a park answered meanwhile stops the hops,
+so an approval decided in minutes costs one hop, not a day's worth.
 
 Exactly once: the step that finds an open park past its `expires_at` that no `park_escalated`
 names yet (the fold's `escalations_due`, derived from the log alone) appends
@@ -49,7 +51,7 @@ def arm_escalation(ctx: EngineContext, branch_id: str, expires_at: int) -> bool:
     if ctx.timer is None:
         return False
     try:
-        ctx.timer.wake_at(branch_id, expires_at, now_ms=ctx.clock())
+        ctx.timer.wake_at(branch_id, expires_at, now_ms=ctx.clock(), park=True)
     except Exception:  # noqa: BLE001 - the park is still escalated by the branch's next step
         log.exception("could not arm the park escalation of %s", branch_id)
         return False

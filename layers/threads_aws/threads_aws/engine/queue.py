@@ -34,7 +34,9 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from .. import observability
+from ..core.errors import LogError
 from ..store.protocol import StepQueue
+from ..store.records import NotFound
 from ..store.run_steps import RunStepQueue
 from ..store.step_timer import parse as parse_timer
 from .step import EngineContext, advance
@@ -93,12 +95,26 @@ def forward_wakeups(records: list[dict[str, Any]], engine: EngineContext) -> dic
         raise RuntimeError("no run-step queue to forward retry wake-ups to")
     now = engine.clock()
     for r in records:
-        branch_id, not_before = parse_timer(r["body"])
+        branch_id, not_before, park = parse_timer(r["body"])
         if not_before - now >= HOP_MIN_MS and engine.timer is not None:
-            engine.timer.wake_at(branch_id, not_before, now_ms=now)
+            if park and not _park_open(engine, branch_id, not_before):
+                continue  # answered (or the thread deleted) meanwhile: nothing left to escalate
+            engine.timer.wake_at(branch_id, not_before, now_ms=now, park=park)
             continue
         engine.steps.enqueue(branch_id, reason="timer_due")
     return {"batchItemFailures": []}
+
+
+def _park_open(engine: EngineContext, branch_id: str, expires_at: int) -> bool:
+    """A park of the branch still waits to expire by `expires_at` (a later one re-armed its own)."""
+    try:
+        fold = engine.writer.load(branch_id).fold
+    except (LogError, NotFound):
+        return False
+    return any(
+        at <= expires_at and key in fold.parked and key not in fold.escalated
+        for key, at in fold.park_expires.items()
+    )
 
 
 def handle_batch(event: dict[str, Any], context: Any, *, engine: EngineContext) -> dict[str, Any]:

@@ -333,7 +333,7 @@ class StepQueue(Protocol):
 class StepTimer(Protocol):
     """Delayed wake-ups of a branch (`store.step_timer.StepTimer`): a retry's not_before."""
 
-    def wake_at(self, branch_id: str, not_before_ms: int, *, now_ms: int) -> None: ...
+    def wake_at(self, branch_id: str, not_before_ms: int, *, now_ms: int, park: bool = False) -> None: ...
 
 
 @dataclass(frozen=True)

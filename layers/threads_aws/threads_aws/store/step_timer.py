@@ -8,7 +8,8 @@ schedule per wait needs a role, a PassRole grant and a clean-up, and nothing fir
 A standard queue delays each message by DelaySeconds (to the second, up to 900 s), and the
 local pollers honour that as they poll any other queue.
 
-A message is `{branch_id, not_before}` sent with DelaySeconds = the seconds until not_before
+A message is `{branch_id, not_before}` (plus `park: true` for a park's escalation, whose hops
+look at the log first: `engine.queue.forward_wakeups`) sent with DelaySeconds = the seconds until not_before
 (rounded up, at most 900). The worker receiving it puts an ordinary step on the FIFO queue
 (`engine.queue`), so the branch's steps keep one order and one holder. A step woken before
 not_before (a longer wait, a duplicate) finds the retry not due and arms the timer again.
@@ -36,8 +37,10 @@ class StepTimer:
         self.sqs = sqs
         self.url = queue_url
 
-    def wake_at(self, branch_id: str, not_before_ms: int, *, now_ms: int) -> None:
-        body = {"branch_id": branch_id, "not_before": not_before_ms}
+    def wake_at(self, branch_id: str, not_before_ms: int, *, now_ms: int, park: bool = False) -> None:
+        body: dict[str, Any] = {"branch_id": branch_id, "not_before": not_before_ms}
+        if park:
+            body["park"] = True
         self.sqs.send_message(
             QueueUrl=self.url,
             MessageBody=json.dumps(body),
@@ -46,7 +49,7 @@ class StepTimer:
         )
 
 
-def parse(body: str) -> tuple[str, int]:
-    """(branch_id, not_before) of a timer message."""
+def parse(body: str) -> tuple[str, int, bool]:
+    """(branch_id, not_before, park) of a timer message."""
     d = json.loads(body)
-    return str(d["branch_id"]), int(d.get("not_before") or 0)
+    return str(d["branch_id"]), int(d.get("not_before") or 0), d.get("park") is True
