@@ -324,7 +324,8 @@ def test_unenforceable_limits_as_data() -> None:
 def test_an_agents_file_thread_budget_must_be_enforceable() -> None:
     import json
 
-    from threads_aws.agents import AgentsFileError, parse_agents
+    from threads_aws.agents import parse_agents
+    from threads_aws.config.agents_file import AgentsFileError
 
     agent = {
         "adapter": {"name": "demo", "version": "1"},

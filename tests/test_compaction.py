@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from helpers.engine import make_ctx, of_type, run, scripted, types
 from helpers.limits import MODEL_ENTRY, ask, round_trip, thread
-from threads_aws.agents import CONTEXT_DEFAULTS
+from threads_aws.config.agents_file import CONTEXT_DEFAULTS
 from threads_aws.core import render
 from threads_aws.engine.models import ScriptedModel
 

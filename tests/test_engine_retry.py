@@ -247,7 +247,8 @@ def test_agent_policy_retry_is_completed_and_checked() -> None:
     """An agent's policy.retry is pinned complete (its values over the defaults), with its
     fallback chain; a malformed section is refused when the agents file is read."""
     from threads_aws.agents import __file__ as agents_py
-    from threads_aws.agents import parse_agents, validate
+    from threads_aws.agents import parse_agents
+    from threads_aws.config.agents_file import validate
 
     bundled = json.loads((Path(agents_py).parent / "data" / "agents.json").read_text())
     spec = {

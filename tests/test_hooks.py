@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from helpers.engine import make_ctx, run, say, scripted, verify_export
-from threads_aws.agents import AgentsFileError, parse_agents
+from threads_aws.agents import parse_agents
+from threads_aws.config.agents_file import AgentsFileError
 from threads_aws.core.canonical import new_uuid7
 from threads_aws.core.lines import StoredLine, header_line
 from threads_aws.engine.context import EngineContext

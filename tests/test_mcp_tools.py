@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from helpers.engine import events, grant, make_ctx, of_type, run, say, types, verify_export
-from threads_aws.agents import AgentsFileError, parse_agents, validate
+from threads_aws.agents import parse_agents
+from threads_aws.config.agents_file import AgentsFileError, validate
 from threads_aws.core.canonical import canonical_hash, new_uuid7
 from threads_aws.core.lines import StoredLine, header_line
 from threads_aws.engine.mcp_tools import (

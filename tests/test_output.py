@@ -11,7 +11,7 @@ from typing import Any
 
 from helpers.engine import make_ctx, of_type, run, scripted, types
 from helpers.limits import ask, done, round_trip, thread, use
-from threads_aws.agents import CONTEXT_DEFAULTS
+from threads_aws.config.agents_file import CONTEXT_DEFAULTS
 from threads_aws.core.canonical import canonical_hash
 from threads_aws.engine.continuation import CONTINUATION_INSTRUCTION
 from threads_aws.engine.models import ScriptedModel

@@ -225,7 +225,8 @@ def test_a_crash_during_the_escalation_leaves_exactly_one(aws: Any, when: str) -
 
 
 def test_the_agents_file_checks_the_ttls() -> None:
-    from threads_aws.agents import AgentsFileError, load_agents, parse_agents
+    from threads_aws.agents import load_agents, parse_agents
+    from threads_aws.config.agents_file import AgentsFileError
 
     raw = {"a": {k: v for k, v in load_agents()["demo-ttl"].resolved().items() if k in ("model", "adapter")}}
     raw["a"].update(

@@ -9,7 +9,8 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from threads_aws.agents import AgentsFileError, load_agents, parse_agents
+from threads_aws.agents import load_agents, parse_agents
+from threads_aws.config.agents_file import AgentsFileError
 from threads_aws.engine.models import ModelError, adapter_for
 from threads_aws.engine.providers import common, keys
 

@@ -343,7 +343,7 @@ def _agents_with(schedules: list[dict[str, str]]) -> Any:
 
 
 def test_agents_file_schedules_are_validated():
-    from threads_aws.agents import AgentsFileError
+    from threads_aws.config.agents_file import AgentsFileError
 
     with pytest.raises(AgentsFileError, match="schedules"):
         _agents_with([{"name": "x", "cron": "0 9 * *", "input": "i", "tenant": "t"}])

@@ -7,7 +7,7 @@ import hashlib
 import json
 from typing import Any
 
-from threads_aws.agents import BUILTIN_TOOLS
+from threads_aws.config.builtin_tools import BUILTIN_TOOLS
 from threads_aws.core.canonical import canonical_bytes
 from threads_aws.core.errors import LogError
 

@@ -80,7 +80,7 @@ def instance(schema: Any) -> Any:
 
 
 def output_schema(line0: dict[str, Any]) -> Any:
-    from ..agents import OUTPUT_INSTRUCTION
+    from ..config.agents_file import OUTPUT_INSTRUCTION
 
     system = str(line0.get("system", ""))
     head, sep, tail = system.rpartition(OUTPUT_INSTRUCTION)

@@ -1,4 +1,4 @@
-"""Executors of the memory tools (specs in `agents.BUILTIN_TOOLS`; rows in `store.memory`).
+"""Executors of the memory tools (specs in `config.builtin_tools`; rows in `store.memory`).
 
 Memory is per principal (semantics.md §7 invariant 6): the scope is the turn's principal
 (`Turn.principal`: the opener's, or a later steer's), `<e(issuer)>/<e(subject)>` under the

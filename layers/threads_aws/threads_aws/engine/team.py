@@ -1,5 +1,5 @@
 """Teams (semantics §1 "agents and teams", rule 23): a task list and messages shared by a lead and
-its members, through the team tools (`agents.TEAM_TOOLS`).
+its members, through the team tools (`config.builtin_tools.TEAM_TOOLS`).
 
 The team is a subagent tree: its root thread is the lead, and the lead's log is the one writer of
 team state (`team_task_created`, `team_task_claimed`, `team_task_updated`, `team_message`; openapi
@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..agents import TEAM_TOOLS as TEAM_TOOL_SPECS
+from ..config.builtin_tools import TEAM_TOOLS as TEAM_TOOL_SPECS
 from ..core.errors import LogError
 from ..core.fold import Call, Fold
 from ..writer import Draft, View

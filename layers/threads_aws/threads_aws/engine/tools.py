@@ -1,4 +1,4 @@
-"""Executors of the built-in tools (their specs, incl. effect class, are `agents.BUILTIN_TOOLS`).
+"""Executors of the built-in tools (specs, incl. effect class: `config.builtin_tools.BUILTIN_TOOLS`).
 
 - `time` (read_only): the injected clock as ISO 8601 UTC.
 - `todo_write` (read_only): echoes the list; the worker also appends `todos_updated`.
