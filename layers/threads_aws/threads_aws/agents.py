@@ -22,7 +22,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +118,7 @@ class Agent:
             "tools": self.tools,
         }
 
-    @property
+    @cached_property  # pure-Python JCS over the whole config: asked per tool call and per park
     def config_hash(self) -> str:
         return canonical_hash(self.resolved())
 
