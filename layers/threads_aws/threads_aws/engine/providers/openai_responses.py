@@ -19,7 +19,8 @@ ITEM = "openai_item"
 RESPONSES_ID_MAX = 64
 DONE = ("completed", "incomplete")  # a response with its final output
 TERMINAL = (*DONE, "failed", "cancelled")
-POLL_S = 0.5
+POLL_S = 0.5  # the first wait; each later one doubles, up to POLL_MAX_S
+POLL_MAX_S = 8.0
 
 
 def build_responses(conv: Conversation, blobs: Blobs) -> dict[str, Any]:
@@ -135,12 +136,17 @@ def _result_output(parts: list[dict[str, Any]], blobs: Blobs, conv: Conversation
 
 
 def _settled(client: Any, response_id: str, deadline: float) -> dict[str, Any]:
-    """`GET /responses/{id}` until the response is terminal or `deadline` (monotonic) passes."""
+    """`GET /responses/{id}` until the response is terminal or `deadline` (monotonic) passes.
+    The waits double (0.5, 1, 2, 4, 8, 8 ... s): a long background answer costs a few dozen GETs
+    over the 300 s wait, not 600, and a quick one is still read within a second."""
+    wait = POLL_S
     while True:
         resp: dict[str, Any] = client.responses.retrieve(response_id).model_dump(mode="json")
-        if resp.get("status") in TERMINAL or time.monotonic() >= deadline:
+        now = time.monotonic()
+        if resp.get("status") in TERMINAL or now >= deadline:
             return resp
-        time.sleep(POLL_S)
+        time.sleep(min(wait, max(0.0, deadline - now)))
+        wait = min(wait * 2, POLL_MAX_S)
 
 
 def _responses(
