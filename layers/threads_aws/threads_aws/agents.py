@@ -248,6 +248,9 @@ class Agent:
     # the park is escalated once (`engine.parks`). None: the host default (24 h).
     approval_ttl_ms: int | None = None
     question_ttl_ms: int | None = None
+    # days an idle thread of this agent is kept (`store.retention`); None: the deployment's.
+    # Not in config_hash: how long data is kept is not how a thread runs.
+    retention_days: int | None = None
 
     def policy(self) -> dict[str, Any]:
         """The runtime policy `thread_started` pins: permissions, `retry` (complete: the
@@ -361,6 +364,7 @@ AGENT_KEYS = frozenset(
         "hooks",
         "approval_ttl_ms",
         "question_ttl_ms",
+        "retention_days",
     }
 )
 MAX_PARK_TTL_MS = 30 * 86_400_000  # a park's TTL: at most 30 days
@@ -509,6 +513,9 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
             v = spec.get(key)
             if key in spec and (type(v) is not int or not 1_000 <= v <= MAX_PARK_TTL_MS):
                 errs.append(f"{where}: {key} must be an integer of ms in 1000..{MAX_PARK_TTL_MS}")
+        days = spec.get("retention_days")
+        if "retention_days" in spec and (type(days) is not int or days < 1):
+            errs.append(f"{where}: retention_days must be an integer of days >= 1")
         errs += _thread_budget_errors(where, spec)
         errs += _composition_errors(where, spec, raw)
     return errs
@@ -818,6 +825,7 @@ def _agent(name: str, raw: dict[str, Any]) -> Agent:
         hooks=raw.get("hooks", {}),
         approval_ttl_ms=raw.get("approval_ttl_ms"),
         question_ttl_ms=raw.get("question_ttl_ms"),
+        retention_days=raw.get("retention_days"),
     )
 
 
