@@ -44,6 +44,41 @@ def test_the_sweeper_is_scheduled_with_its_own_dead_letter_queue() -> None:
     assert all(not (isinstance(p, dict) and "Ref" in p) for p in props["Policies"])
 
 
+def test_the_sweepers_role_allows_what_a_pass_needs_and_no_more() -> None:
+    from threads_aws_dev.local.iam import plan
+    from threads_aws_dev.local.iam_authz import Need, decide
+    from threads_aws_dev.local.infra import load_template, physical_name
+
+    doc = load_template(REPO / "template.yaml")
+    physical = {
+        lid: physical_name("p", lid)
+        for lid, r in doc["Resources"].items()
+        if r["Type"] in ("AWS::DynamoDB::Table", "AWS::S3::Bucket")
+    }
+    names = {lid: lid for lid, r in doc["Resources"].items() if r["Type"] == "AWS::Serverless::Function"}
+    plans, warnings = plan(REPO / "template.yaml", physical, names, region="us-east-1", prefix="p")
+    assert warnings == []
+    docs = plans["SweeperFunction"].documents()
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/p-"
+    bucket = "arn:aws:s3:::" + physical["ArtifactsBucket"]
+    for need in (
+        Need("dynamodb:Scan", arn + "state-table"),
+        Need("dynamodb:DeleteItem", arn + "state-table", {"dynamodb:LeadingKeys": ("RECEIPT#x",)}),
+        Need("dynamodb:BatchWriteItem", arn + "events-table"),
+        Need("s3:ListBucket", bucket),
+        Need("s3:DeleteObject", bucket + "/sha256/ab"),
+    ):
+        assert decide(docs, need) == "Allow", need
+    for need in (
+        Need("s3:PutObject", bucket + "/sha256/ab"),  # it never writes an object
+        Need("s3:DeleteObject", bucket + "/other"),
+        Need("dynamodb:Scan", arn + "events-table"),
+        Need("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:p-run-step-queue.fifo"),
+        Need("lambda:InvokeFunction", "*"),
+    ):
+        assert decide(docs, need) == "ImplicitDeny", need
+
+
 # ---------------------------------------------------------------- under its role
 
 
@@ -166,3 +201,19 @@ def test_an_agents_retention_days_sets_its_threads_ttl(aws: Any, monkeypatch: An
         run(ctx, b)  # the turn ends: a status change moves the TTL
     assert ttl(short) == (aws.clock() + 2 * DAY_MS) // 1000
     assert ttl(default) == (aws.clock() + 30 * DAY_MS) // 1000
+
+
+def test_dev_runs_the_templates_schedule_rates() -> None:
+    """`threads-aws dev` reads the sweeper's Schedule event (no "not emulated" warning) and runs
+    rate expressions on a timer; a cron expression is named as not run."""
+    from threads_aws_dev.local.sam import ScheduleSource, parse_template
+    from threads_aws_dev.local.timers import period_s, start
+
+    t = parse_template(REPO / "template.yaml")
+    assert t.skipped == []
+    assert t.schedules == [ScheduleSource("SweeperFunction", "Sweep", "rate(1 hour)")]
+    assert [period_s(e) for e in ("rate(1 hour)", "rate(5 minutes)", "rate(2 days)")] == [3600, 300, 172_800]
+    assert period_s("cron(0 * * * ? *)") is None and period_s("rate(0 hours)") is None
+    stop, warnings = start([ScheduleSource("F", "E", "cron(0 3 * * ? *)")], handlers=None)  # type: ignore[arg-type]
+    stop.set()
+    assert warnings == ["F.E: 'cron(0 3 * * ? *)' not run by dev (rates only)"]
