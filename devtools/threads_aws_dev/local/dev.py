@@ -87,6 +87,7 @@ class DevServer:
     _thread: threading.Thread | None = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
     _ticker: Any = None  # the schedule ticker's stop event
+    _timers: Any = None  # the Schedule events' timers' stop event (local.timers)
 
     @property
     def url(self) -> str:
@@ -187,6 +188,11 @@ class DevServer:
             from threads_aws.schedules.ticker import start as start_ticker
 
             self._ticker = start_ticker(services.current())[1]
+            # the template's Schedule events (the sweeper's rate): their functions, on timers
+            from .timers import start as start_timers
+
+            self._timers, timer_warnings = start_timers(self.template.schedules, self.handlers)
+            self.warnings += timer_warnings
 
     def _real_chain(self) -> Any:
         """A boto3 Session on the credentials this shell gives boto3 (AWS_PROFILE, the keys,
@@ -329,6 +335,9 @@ class DevServer:
         if self._ticker is not None:
             self._ticker.set()
             self._ticker = None
+        if self._timers is not None:
+            self._timers.set()
+            self._timers = None
         for p in self.pollers:
             p.stop()
         self.pollers.clear()

@@ -53,6 +53,15 @@ class SqsSource:
 
 
 @dataclass(frozen=True)
+class ScheduleSource:
+    """A `Schedule` event (an EventBridge rule's rate or cron): `local.timers` runs the rates."""
+
+    function: str
+    event: str
+    expression: str  # rate(1 hour), cron(...)
+
+
+@dataclass(frozen=True)
 class Authorizer:
     name: str
     function: str  # logical id of its Lambda
@@ -102,6 +111,7 @@ class Template:
     functions: dict[str, Function] = field(default_factory=dict)
     routes: list[ApiRoute] = field(default_factory=list)
     sqs: list[SqsSource] = field(default_factory=list)
+    schedules: list[ScheduleSource] = field(default_factory=list)
     apis: dict[str, Api] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # event sources we don't emulate
     parameters: dict[str, str] = field(default_factory=dict)
@@ -246,6 +256,9 @@ def parse_template(path: str | os.PathLike[str], parameters: Mapping[str, str] |
                         enabled=ep.get("Enabled", True) not in (False, "false", "False"),
                     )
                 )
+            elif kind == "Schedule":
+                expression = _str_or_param(ep.get("Schedule"), params, "")
+                out.schedules.append(ScheduleSource(function=lid, event=ev_name, expression=expression))
             else:
                 out.skipped.append(f"{lid}.{ev_name}: event type {kind} not emulated")
         if p.get("FunctionUrlConfig"):

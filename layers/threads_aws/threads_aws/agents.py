@@ -70,6 +70,9 @@ class Agent:
     # the park is escalated once (`engine.parks`). None: the host default (24 h).
     approval_ttl_ms: int | None = None
     question_ttl_ms: int | None = None
+    # days an idle thread of this agent is kept (`store.retention`); None: the deployment's.
+    # Not in config_hash: how long data is kept is not how a thread runs.
+    retention_days: int | None = None
 
     def policy(self) -> dict[str, Any]:
         """The runtime policy `thread_started` pins: permissions, `retry` (complete: the
@@ -213,6 +216,7 @@ def _agent(name: str, raw: dict[str, Any]) -> Agent:
         hooks=raw.get("hooks", {}),
         approval_ttl_ms=raw.get("approval_ttl_ms"),
         question_ttl_ms=raw.get("question_ttl_ms"),
+        retention_days=raw.get("retention_days"),
     )
 
 

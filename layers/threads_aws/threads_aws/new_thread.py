@@ -49,7 +49,10 @@ def start_thread(
     first = Draft("thread_started", started if started is not None else agent.thread_started(), HOST)
     lines = writer.build(view, [first, *drafts], epoch=1, now=now_ms)
     rows = companions(lines) if callable(companions) else companions
-    stores.events.create_branch(replace(spec, lines=lines, companions=list(rows), status=view.fold.status()))
+    ttl_s = stores.threads.ttl_s((view.fold.started or {}).get("agent_name"), now_ms)
+    stores.events.create_branch(
+        replace(spec, lines=lines, companions=list(rows), status=view.fold.status(), ttl_s=ttl_s)
+    )
     return lines
 
 

@@ -90,9 +90,15 @@ class Services:
     def stores(self) -> Stores:
         from .store.aws import stores
 
-        return self._once(
-            "stores", lambda: stores(self.ddb, self.s3, self.names, clock=self.clock, **self._event_store)
-        )
+        def make() -> Stores:
+            # the agents' own retentions, read when a thread's TTL is first written (the
+            # agents are loaded by then on every path that writes one)
+            by_agent = lambda: agent_retention_ms(self.agents)  # noqa: E731
+            return stores(
+                self.ddb, self.s3, self.names, clock=self.clock, agent_retention=by_agent, **self._event_store
+            )
+
+        return self._once("stores", make)
 
     @property
     def writer(self) -> Writer:
@@ -216,6 +222,13 @@ class Services:
         from .host.keys import ApiKeys
 
         return self._once("api_keys", lambda: ApiKeys(self.stores.api_keys, clock=self.clock))
+
+
+def agent_retention_ms(agents: Mapping[str, Agent]) -> dict[str, int]:
+    """Agent name -> its `retention_days` in ms, for the agents that set one (`store.retention`)."""
+    from .store.retention import DAY_MS
+
+    return {name: a.retention_days * DAY_MS for name, a in agents.items() if a.retention_days}
 
 
 def _lease_ttl_ms() -> int:

@@ -15,12 +15,15 @@ next pass):
    they are deleted once older than the grace, unless a live branch references the same
    content-addressed object; its ledger rows (`releasing`) are claimed and released.
 
-It runs as `threads-aws sweep` (the dev CLI, an operator's schedule) or in tests; its cost is a
+It runs as `SweeperFunction` (template.yaml: on the schedule `SweepSchedule`, hourly by default,
+through `run_pass`), as `threads-aws sweep` (an operator, the dev CLI) or in tests; its cost is a
 few Scans of the StateTable and one listing of the bucket per pass.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +78,50 @@ def sweep(
         kept=stores.memory.value_refs,
     )
     return report
+
+
+GRACE_ENV = "SWEEP_GRACE_MS"  # objects younger than this stay (default: `DEFAULT_GRACE_MS`, a day)
+
+
+def grace_ms(environ: Mapping[str, str] | None = None) -> int:
+    raw = (os.environ if environ is None else environ).get(GRACE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_GRACE_MS
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{GRACE_ENV} must be a whole number of ms, not {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{GRACE_ENV} must be >= 0, not {value}")
+    return value
+
+
+def run_pass(services: Any, *, now: int | None = None) -> SweepReport:
+    """One pass over a deployment's `Services` (the scheduled function's): its stores, the
+    bucket's workspace provider, and EventBridge Scheduler for a retention-deleted thread's
+    schedules (`store.scheduler`: a no-op where the function has no scheduler settings)."""
+    from .sandbox.provider import S3WorkspaceProvider
+
+    names, stores = services.names, services.stores
+    sweep_store = Sweep(services.ddb, names.state_table, services.s3, names.bucket)
+    sandbox = S3WorkspaceProvider(stores.artifacts)
+    at = services.clock() if now is None else now
+    return sweep(
+        stores, sweep_store, sandbox, now=at, grace_ms=grace_ms(), on_schedule=services.scheduler.delete
+    )
+
+
+def summary(report: SweepReport) -> dict[str, int]:
+    """What a pass did, in numbers (the function's result and log line)."""
+    gc = report.gc
+    return {
+        "expired": len(report.expired),
+        "busy": len(report.busy),
+        "tombstones_finished": len(report.finished),
+        "stray_rows": report.stray_rows,
+        "objects_deleted": len(gc.deleted) if gc else 0,
+        "ledger_rows_released": gc.released_rows if gc else 0,
+    }
 
 
 def _retention(

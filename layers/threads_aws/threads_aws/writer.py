@@ -93,7 +93,13 @@ class Activity(Protocol):
     """The thread index's side of a status change (`store.index.ThreadIndex`)."""
 
     def activity(
-        self, thread_id: str, branch_id: str, status: str, at: int, title: str | None
+        self,
+        thread_id: str,
+        branch_id: str,
+        status: str,
+        at: int,
+        title: str | None,
+        agent: str | None = None,
     ) -> Companion: ...
 
     def record_activity(self, companion: Companion) -> None: ...
@@ -250,7 +256,8 @@ class Writer:
                 title = title_of((line.event or orjson.loads(line.raw))["data"])
                 break
         at = self.clock() if now is None else now
-        return self.activity.activity(view.thread_id, view.branch_id, status, at, title)
+        agent = (view.fold.started or {}).get("agent_name")  # its retention (`store.retention`)
+        return self.activity.activity(view.thread_id, view.branch_id, status, at, title, agent)
 
 
 def _advanced(rec: BranchRecord, seq: int, hash_: str, epoch: int) -> BranchRecord:

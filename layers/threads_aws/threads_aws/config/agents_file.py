@@ -37,6 +37,7 @@ AGENT_KEYS = frozenset(
         "hooks",
         "approval_ttl_ms",
         "question_ttl_ms",
+        "retention_days",
     }
 )
 MAX_PARK_TTL_MS = 30 * 86_400_000  # a park's TTL: at most 30 days
@@ -185,6 +186,9 @@ def validate(raw: Any, source: str = "agents file") -> list[str]:
             v = spec.get(key)
             if key in spec and (type(v) is not int or not 1_000 <= v <= MAX_PARK_TTL_MS):
                 errs.append(f"{where}: {key} must be an integer of ms in 1000..{MAX_PARK_TTL_MS}")
+        days = spec.get("retention_days")
+        if "retention_days" in spec and (type(days) is not int or days < 1):
+            errs.append(f"{where}: retention_days must be an integer of days >= 1")
         errs += _thread_budget_errors(where, spec)
         errs += _composition_errors(where, spec, raw)
     return errs

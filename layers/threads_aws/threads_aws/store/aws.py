@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .api_keys import ApiKeyRows
@@ -22,23 +23,34 @@ from .questions import Questions
 from .receipts import RunReceipts
 from .records import Clock, wall_ms
 from .resources import ResourceLedger
-from .retention import retention_ms
+from .retention import Retention, retention_ms
 from .schedule_occurrences import Occurrences
 from .schedule_threads import ScheduleThreads
 from .schedules import Schedules
 from .tombstones import Tombstones
 
 
-def stores(ddb: Any, s3: Any, names: ResourceNames, *, clock: Clock = wall_ms, **event_store: Any) -> Stores:
+def stores(
+    ddb: Any,
+    s3: Any,
+    names: ResourceNames,
+    *,
+    clock: Clock = wall_ms,
+    agent_retention: Callable[[], Mapping[str, int]] | None = None,
+    **event_store: Any,
+) -> Stores:
     """Every store on these clients (`dynamo.LazyClient`s keep them uncreated until first use).
-    `event_store` passes EventStore tuning (spill threshold, chunk sizes) through."""
+    `agent_retention` gives the agents' own retentions (name -> ms, `store.retention`), read on
+    first use; `event_store` passes EventStore tuning (spill threshold, chunk sizes) through."""
     artifacts = ArtifactStore(s3, names.bucket)
     events = EventStore(ddb, names.events_table, names.state_table, artifacts, clock=clock, **event_store)
     table = names.state_table
     return Stores(
         events=events,
         artifacts=artifacts,
-        threads=ThreadIndex(ddb, table, events.branches, retention_ms=retention_ms()),
+        threads=ThreadIndex(
+            ddb, table, events.branches, retention=Retention(retention_ms(), agent_retention)
+        ),
         receipts=RunReceipts(ddb, table),
         approvals=Approvals(ddb, table),
         questions=Questions(ddb, table),

@@ -186,6 +186,7 @@ class NewBranch:
     head_epoch: int = 0
     create_thread: bool = False
     status: str | None = None  # a new thread's fold status after `lines`, for its list row
+    ttl_s: int | None = None  # a new thread's retention TTL (`store.retention`)
     lines: Sequence[StoredLine] = ()
     companions: Sequence[Companion] = ()
     stubs_sha256: str | None = None  # a stub-mode child: its recorded stubs' artifact
@@ -349,7 +350,14 @@ class Branches:
         }
         thread = (
             index.thread_put(
-                t, rec.tenant, rec.thread_id, rec.branch_id, rec.created_at, spec.lines, spec.status
+                t,
+                rec.tenant,
+                rec.thread_id,
+                rec.branch_id,
+                rec.created_at,
+                spec.lines,
+                spec.status,
+                spec.ttl_s,
             )
             if spec.create_thread
             else index.thread_check(t, rec.tenant, rec.thread_id)

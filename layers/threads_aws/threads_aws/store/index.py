@@ -35,6 +35,7 @@ from botocore.exceptions import ClientError
 from ..core.lines import StoredLine
 from .dynamo import Expr, N, S, condition_failed, n_of, s_of
 from .records import AlreadyExists, Companion, Item
+from .retention import Retention
 
 if TYPE_CHECKING:
     from .branches import Branches, BranchRecord
@@ -134,6 +135,7 @@ def thread_item(
     created_at: int,
     summary: Summary = Summary(),
     status: str | None = None,
+    ttl_s: int | None = None,
 ) -> Item:
     item: Item = {
         **thread_key(thread_id),
@@ -153,6 +155,8 @@ def thread_item(
         item["status"] = S(status)
         item["status_branch_id"] = S(main_branch_id)
         item["status_at"] = N(created_at)
+    if ttl_s is not None:
+        item["ttl"] = N(ttl_s)  # DynamoDB's TTL (`store.retention`)
     return item
 
 
@@ -164,10 +168,12 @@ def thread_put(
     created_at: int,
     lines: Sequence[StoredLine] = (),
     status: str | None = None,
+    ttl_s: int | None = None,
 ) -> Item:
     """The TransactItem creating a thread's META item (fails if the thread id is taken), with the
-    summary its first `lines` give and the fold `status` after them (when the caller knows it)."""
-    item = thread_item(tenant, thread_id, main_branch_id, created_at, summary_of(lines), status)
+    summary its first `lines` give, the fold `status` after them (when the caller knows it) and
+    the retention's ``ttl``."""
+    item = thread_item(tenant, thread_id, main_branch_id, created_at, summary_of(lines), status, ttl_s)
     return {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
 
 
@@ -178,20 +184,20 @@ def activity_update(
     status: str,
     at: int,
     title: str | None = None,
-    retention_ms: int | None = None,
+    ttl_s: int | None = None,
 ) -> Item:
     """The TransactItem recording a branch's new fold status on its thread's row (and the title,
     if the thread has none yet: a thread started by a channel gets it from its first message).
     Unconditional: it never fails the append it commits with. With a retention, it also moves
-    the row's DynamoDB TTL (``ttl``, epoch seconds) to `at` + retention (`retention`)."""
+    the row's DynamoDB TTL (``ttl``, epoch seconds: `at` + the retention, `store.retention`)."""
     e = Expr()
     sets = [
         f"{e.n('status')} = {e.v(S(status))}",
         f"{e.n('status_branch_id')} = {e.v(S(branch_id))}",
         f"{e.n('status_at')} = {e.v(N(at))}",
     ]
-    if retention_ms:
-        sets.append(f"{e.n('ttl')} = {e.v(N((at + retention_ms) // 1000))}")
+    if ttl_s is not None:
+        sets.append(f"{e.n('ttl')} = {e.v(N(ttl_s))}")
     if title is not None:
         t = e.n("title")
         sets.append(f"{t} = if_not_exists({t}, {e.v(S(title))})")
@@ -235,12 +241,23 @@ def valid_cursor(cursor: str) -> bool:
 
 class ThreadIndex:
     def __init__(
-        self, ddb: Any, state_table: str, branches: Branches, *, retention_ms: int | None = None
+        self,
+        ddb: Any,
+        state_table: str,
+        branches: Branches,
+        *,
+        retention_ms: int | None = None,
+        retention: Retention | None = None,
     ) -> None:
         self.ddb = ddb
         self.table = state_table
         self.branches = branches
-        self.retention_ms = retention_ms  # idle threads' lifetime (`store.retention`), None: forever
+        # idle threads' lifetime by agent (`store.retention`); no retention: forever
+        self.retention = retention or Retention(retention_ms)
+
+    def ttl_s(self, agent: str | None, at: int) -> int | None:
+        """The ``ttl`` of a thread of `agent` created or changing status at `at` (None: none)."""
+        return self.retention.ttl_s(agent, at)
 
     def create_thread(
         self, tenant: str, thread_id: str, main_branch_id: str, created_at: int
@@ -306,11 +323,20 @@ class ThreadIndex:
             out[t.thread_id] = max(t.status_at, head.updated_at if head is not None else 0)
         return out
 
-    def activity(self, thread_id: str, branch_id: str, status: str, at: int, title: str | None) -> Companion:
-        """The companion of an append that changes `branch_id`'s fold status (`activity_update`)."""
+    def activity(
+        self,
+        thread_id: str,
+        branch_id: str,
+        status: str,
+        at: int,
+        title: str | None,
+        agent: str | None = None,
+    ) -> Companion:
+        """The companion of an append that changes `branch_id`'s fold status (`activity_update`);
+        `agent` (the thread's) chooses the retention."""
+        ttl_s = self.retention.ttl_s(agent, at)
         return Companion(
-            "thread_activity",
-            activity_update(self.table, thread_id, branch_id, status, at, title, self.retention_ms),
+            "thread_activity", activity_update(self.table, thread_id, branch_id, status, at, title, ttl_s)
         )
 
     def record_activity(self, companion: Companion) -> None:

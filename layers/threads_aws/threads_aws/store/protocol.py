@@ -114,10 +114,18 @@ class Threads(Protocol):
     def last_activity(self, threads: Sequence[ThreadRecord]) -> dict[str, int]: ...
 
     def activity(
-        self, thread_id: str, branch_id: str, status: str, at: int, title: str | None
+        self,
+        thread_id: str,
+        branch_id: str,
+        status: str,
+        at: int,
+        title: str | None,
+        agent: str | None = None,
     ) -> Companion: ...
 
     def record_activity(self, companion: Companion) -> None: ...
+
+    def ttl_s(self, agent: str | None, at: int) -> int | None: ...
 
     def list_branches(self, tenant: str, thread_id: str) -> list[BranchRecord]: ...
 
