@@ -115,12 +115,12 @@ def test_the_sweeper_function_under_its_role_removes_an_expired_threads_objects(
     assert old_keys and live_keys
     old_tid = ctx.writer.load(old).fold.thread_id
     live_tid = ctx.writer.load(live).fold.thread_id
-    # the old thread's retention has passed (its row's TTL), the live one's has not
+    # the old thread's retention has passed (its row's retain_until), the live one's has not
     s.ddb.update_item(
         TableName=s.names.state_table,
         Key={"pk": {"S": f"THREAD#{old_tid}"}, "sk": {"S": "META"}},
         UpdateExpression="SET #t = :t",
-        ExpressionAttributeNames={"#t": "ttl"},
+        ExpressionAttributeNames={"#t": "retain_until"},
         ExpressionAttributeValues={":t": {"N": str(s.clock() // 1000 - 60)}},
     )
     out = dev.handlers.invoke("SweeperFunction", SCHEDULED)
@@ -175,7 +175,8 @@ def test_an_agents_retention_days_sets_its_threads_ttl(aws: Any, monkeypatch: An
         item = aws.ddb.get_item(
             TableName=aws.resources.state_table, Key={"pk": {"S": f"THREAD#{tid}"}, "sk": {"S": "META"}}
         )["Item"]
-        return int(item["ttl"]["N"])
+        assert "ttl" not in item  # not the table's TTL: DynamoDB would skip the busy check
+        return int(item["retain_until"]["N"])
 
     def start(agent: str) -> str:  # as POST /v1/runs does: thread_started and the input at once
         branch = new_uuid7()

@@ -265,7 +265,8 @@ def test_retention_deletes_an_idle_thread(aws: Any, monkeypatch: Any) -> None:
     meta = aws.ddb.get_item(
         TableName=aws.resources.state_table, Key={"pk": {"S": f"THREAD#{old_tid}"}, "sk": {"S": "META"}}
     )
-    assert int(meta["Item"]["ttl"]["N"]) == (aws.clock() + 86_400_000) // 1000  # DynamoDB's TTL
+    assert int(meta["Item"]["retain_until"]["N"]) == (aws.clock() + 86_400_000) // 1000
+    assert "ttl" not in meta["Item"]  # DynamoDB's TTL never deletes a thread behind `busy`
     aws.clock.advance(86_400_000 - 60_000)
     fresh = new_thread(ctx)
     say(ctx, fresh, "hello")
@@ -276,12 +277,35 @@ def test_retention_deletes_an_idle_thread(aws: Any, monkeypatch: Any) -> None:
     assert report.expired == [old_tid] and old_tid in report.finished
     assert _code(host.thread, ALICE, old_tid) == "not_found"
     assert host.thread(ALICE, fresh_tid)["thread_id"] == fresh_tid
-    # META gone by DynamoDB's TTL before any sweep: the next sweep finishes the rest
+    # branches left without their thread row (lost by hand): purged, but never under a worker
     aws.ddb.delete_item(
         TableName=aws.resources.state_table, Key={"pk": {"S": f"THREAD#{fresh_tid}"}, "sk": {"S": "META"}}
     )
+    lease = host.store.acquire_lease(fresh, "worker-1", ttl_ms=60_000)
+    report = sweep(aws, host)
+    assert report.expired == [] and report.busy == [fresh_tid] and naming(aws, {fresh}) != []
+    host.store.release_lease(fresh, lease)
     report = sweep(aws, host)
     assert report.expired == [fresh_tid] and naming(aws, {fresh}) == []
+
+
+def test_retention_waits_for_a_thread_with_an_effect_in_doubt(aws: Any, monkeypatch: Any) -> None:
+    from helpers.host import append, start, tool_turn
+
+    monkeypatch.setenv("THREAD_RETENTION_DAYS", "1")
+    host = make_host(aws)
+    run_ = start(host)
+    tid, bid = run_["thread_id"], run_["branch_id"]
+    tool_turn(host, bid, "c1", "note", {"text": "x"}, "allow")
+    append(host, bid, ("effect_begin", {"attempt": 1, "call_id": "c1"}))  # never committed
+    aws.clock.advance(3 * 86_400_000)  # days past its retention
+    report = sweep(aws, host)
+    assert report.expired == [] and report.busy == [tid]
+    assert host.thread(ALICE, tid)["thread_id"] == tid  # kept whole until the effect is settled
+    ref = {"bytes": 2, "media_type": "application/json", "sha256": "0" * 64}
+    append(host, bid, ("effect_commit", {"call_id": "c1", "result_ref": ref}))
+    report = sweep(aws, host)
+    assert tid in report.expired and _code(host.thread, ALICE, tid) == "not_found"
 
 
 def test_delete_removes_the_memory_its_thread_wrote_and_the_sweeper_keeps_the_rest(aws: Any) -> None:

@@ -2,10 +2,10 @@
 retention. One pass, in this order (each step idempotent; a crash anywhere is finished by the
 next pass):
 
-1. retention (`store.retention`): every thread whose META ``ttl`` has passed is deleted through
-   `store.deletion` (reason `retention`; one that is `busy` waits for the next pass); every head
-   whose thread has no META row and no tombstone (DynamoDB's TTL removed the row first) gets a
-   tombstone and is purged;
+1. retention (`store.retention`): every thread whose META ``retain_until`` has passed is deleted
+   through `store.deletion` (reason `retention`; one that is `busy` waits for the next pass);
+   heads whose thread has no META row and no tombstone (a thread row lost by hand or a restore)
+   get a tombstone and are purged, unless one of them is leased (then the next pass looks again);
 2. tombstones still `purging`: the purge again (`store.purge`: what a crash left), then one Scan
    for any StateTable item still naming one of their threads or branches (a run receipt, a
    consumed inbox row, a decided occurrence: rows no key finds), deleted, and the tombstone is
@@ -148,5 +148,9 @@ def _retention(
             continue  # created after the listing of META rows (consistent read)
         if stores.tombstones.get(tenant, thread_id) is not None:
             continue  # a deletion's (its purge runs below)
+        heads = stores.events.branches.heads(branch_ids)
+        if any(h.lease_holder is not None and h.lease_expires_at > now for h in heads):
+            report.busy.append(thread_id)  # a worker holds one: never purge under it
+            continue
         stores.tombstones.ensure(Tombstone(thread_id, tenant, now, "retention", branch_ids=tuple(branch_ids)))
         report.expired.append(thread_id)

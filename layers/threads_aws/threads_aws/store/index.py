@@ -40,6 +40,11 @@ from .retention import Retention
 if TYPE_CHECKING:
     from .branches import Branches, BranchRecord
 
+#: The META row's retention deadline (epoch seconds). Deliberately not the StateTable's TTL
+#: attribute `ttl`: DynamoDB would delete the row with no `busy` check; the sweeper deletes the
+#: thread through `store.deletion` instead.
+RETAIN_UNTIL = "retain_until"
+
 THREAD_PREFIX = "THREAD#"
 MEMBER_PREFIX = "BRANCH#"
 
@@ -156,7 +161,7 @@ def thread_item(
         item["status_branch_id"] = S(main_branch_id)
         item["status_at"] = N(created_at)
     if ttl_s is not None:
-        item["ttl"] = N(ttl_s)  # DynamoDB's TTL (`store.retention`)
+        item[RETAIN_UNTIL] = N(ttl_s)  # not the table's TTL attribute: `store.retention`
     return item
 
 
@@ -197,7 +202,7 @@ def activity_update(
         f"{e.n('status_at')} = {e.v(N(at))}",
     ]
     if ttl_s is not None:
-        sets.append(f"{e.n('ttl')} = {e.v(N(ttl_s))}")
+        sets.append(f"{e.n(RETAIN_UNTIL)} = {e.v(N(ttl_s))}")
     if title is not None:
         t = e.n("title")
         sets.append(f"{t} = if_not_exists({t}, {e.v(S(title))})")

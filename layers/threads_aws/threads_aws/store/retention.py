@@ -4,12 +4,11 @@ parameter ``ThreadRetentionDays``; unset or 0 keeps threads forever), that an ag
 `thread_started.agent_name`; a subagent's child thread is its own agent's).
 
 With a retention, a thread's creation (`new_thread`) and every status change of it (a turn
-opens, parks, ends: `store.index` activity) set its META row's DynamoDB TTL attribute ``ttl`` to
-that time + the retention. The
-sweeper (`threads_aws.sweeper`) deletes a thread whose ``ttl`` has passed through the ordinary
-deletion (`store.deletion`: `busy` threads are left for the next sweep), and finishes a thread
-whose META DynamoDB's TTL removed first (a backstop when no sweeper runs: its heads without a
-META row get a tombstone and the purge)."""
+opens, parks, ends: `store.index` activity) set its META row's ``retain_until`` to that time +
+the retention. The sweeper (`threads_aws.sweeper`) deletes a thread whose ``retain_until`` has
+passed through the ordinary deletion (`store.deletion`: `busy` threads are left for the next
+sweep). ``retain_until`` is not the StateTable's TTL attribute on purpose: DynamoDB's TTL would
+delete the row of a thread that is running or holds an effect in doubt, which `busy` forbids."""
 
 from __future__ import annotations
 

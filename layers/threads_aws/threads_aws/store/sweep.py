@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .artifacts import KEY_PREFIX
+from .index import RETAIN_UNTIL
 from .resources import ResourceRow
 
 
@@ -64,9 +65,13 @@ class Sweep:
         ]
 
     def threads(self) -> list[tuple[str, str, int | None]]:
-        """(thread_id, tenant, ttl in epoch seconds or None) of every thread's META row."""
+        """(thread_id, tenant, retain_until in epoch seconds or None) of every thread's META row."""
         return [
-            (it["thread_id"]["S"], it["tenant"]["S"], int(it["ttl"]["N"]) if "ttl" in it else None)
+            (
+                it["thread_id"]["S"],
+                it["tenant"]["S"],
+                int(it[RETAIN_UNTIL]["N"]) if RETAIN_UNTIL in it else None,
+            )
             for it in self._scan("THREAD#")
             if it.get("sk", {}).get("S") == "META"
         ]
