@@ -29,6 +29,7 @@ from typing import Any
 from .config.adapters import ADAPTER_VERSIONS, MODEL_PARAMS, PROVIDER_ADAPTERS, known_adapters
 from .config.retry_defaults import DEFAULTS as RETRY_DEFAULTS
 from .core.canonical import canonical_hash
+from .core.manifest import ISOLATIONS
 
 DEFAULT_FILE = Path(__file__).resolve().parent / "data" / "agents.json"
 
@@ -558,7 +559,10 @@ def _composition(raw: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, d
         tools.append(
             {
                 "description": "Start a subagent on a task and wait for its result (background: true "
-                "returns at once; its result arrives later).",
+                "returns at once; its result arrives later). isolation: none (its own empty "
+                "workspace, the default), forked_sandbox (a copy of yours; its writes stay there), "
+                "worktree (a copy of yours; its changes are merged back when it completes without "
+                "a conflict), shared_sandbox (it works in your workspace).",
                 "effect_class": "reconcilable",
                 "input_schema": _obj(
                     ["agent", "prompt"],
@@ -566,6 +570,7 @@ def _composition(raw: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, d
                     prompt=_TEXT,
                     budget=_BUDGET,
                     background={"type": "boolean"},
+                    isolation={"enum": list(ISOLATIONS)},
                 ),
                 "name": "spawn_agent",
             }
