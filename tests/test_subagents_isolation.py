@@ -108,7 +108,7 @@ def background_conflict(aws: Any, isolation: str) -> tuple[EngineContext, str]:
         "agent": "demo",
         "background": True,
         "isolation": isolation,
-        "prompt": "write a.txt: the child's",
+        "prompt": "write a.txt: theirs",
     }
     uses = [
         {"type": "tool_use", "call_id": "call_bg_1", "name": "spawn_agent", "input": spawn},
