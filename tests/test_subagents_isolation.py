@@ -7,7 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers.engine import events, make_ctx, new_thread, of_type, run, say, types, verify_export
+import pytest
+from helpers.engine import (
+    Crash,
+    crashing,
+    events,
+    make_ctx,
+    new_thread,
+    of_type,
+    run,
+    say,
+    types,
+    verify_export,
+)
 from threads_aws.engine.models import DemoModel, ScriptedModel
 from threads_aws.engine.step import EngineContext
 from threads_aws.sandbox.workspace import Workspace
@@ -175,3 +187,58 @@ def test_an_unknown_isolation_closes_the_call(aws: Any) -> None:
     assert not of_type(ctx, parent, "agent_spawned")
     (result,) = of_type(ctx, parent, "tool_result")
     assert result["data"]["is_error"]
+
+
+# ------------------------------------------------------------------ crashes
+WORKTREE = "spawn worktree: demo: write b.txt: the child's"
+
+
+def step_tree(ctx: EngineContext, parent: str) -> bool:
+    """One round: the parent, then its child. True once the parent's turn is done."""
+    state = run(ctx, parent, holder="w").state
+    for ev in of_type(ctx, parent, "agent_spawned"):
+        thread = ctx.stores.threads.get_thread("acme", ev["data"]["child_thread_id"])
+        if thread is not None:
+            run(ctx, thread.main_branch_id, holder="w")
+    f = ctx.writer.load(parent).fold
+    return state == "idle" and not f.turn_open and f.turns_completed > 1
+
+
+def parent_with_a_file(aws: Any) -> str:
+    ctx = make_ctx(aws)
+    parent = new_thread(ctx)
+    say(ctx, parent, "write a.txt: the parent's")
+    assert run(ctx, parent).state == "idle"
+    say(ctx, parent, WORKTREE)
+    return parent
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_worktree_write_back_survives_a_crash_at_every_step(aws: Any, when: str) -> None:
+    """The worker dies before / after each append and thread creation of the spawn, the child
+    and the write-back; a fresh worker ends where a clean run ends: the child's copy once, its
+    change merged once (one write-back snapshot), every log valid."""
+    counting, points = crashing(aws, at=-1, when="after")
+    parent = parent_with_a_file(aws)
+    assert any(step_tree(counting, parent) for _ in range(12))
+    total = points.n
+    assert total >= 6
+    for at in range(1, total + 1):
+        label = f"crash {when} step {at}"
+        ctx, _ = crashing(aws, at, when)
+        parent = parent_with_a_file(aws)
+        with pytest.raises(Crash):
+            for _ in range(12):
+                step_tree(ctx, parent)
+        aws.clock.advance(120_000)  # the dead worker's lease lapses
+        fresh = make_ctx(aws)
+        assert any(step_tree(fresh, parent) for _ in range(12)), label
+        assert len(of_type(fresh, parent, "agent_finished")) == 1, label
+        child = child_branch(fresh, parent)
+        assert types(fresh, child)[:3] == ["thread_started", "snapshot", "user_input"], label
+        assert files(fresh, parent) == {"a.txt": "the parent's", "b.txt": "the child's"}, label
+        # the first turn's end, the write-back (inside the turn), the second turn's end
+        assert len(of_type(fresh, parent, "snapshot")) == 3, label
+        for b in (parent, child):
+            assert fresh.writer.load(b).fold.quiescent(), label
+            verify_export(fresh, b)
