@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.fold import Fold
-from ..core.manifest import EMPTY, ISOLATIONS, Entry, Manifest, WorkspaceError, manifest_of_receipt
+from ..core.manifest import ISOLATIONS, Entry, Manifest, WorkspaceError, manifest_of_receipt
 from ..sandbox.provider import S3WorkspaceProvider
 from ..writer import Draft
 from .loop import HOST
@@ -120,7 +120,7 @@ def write_back(
         return None, ""
     ws = provider.workspace
     base = ws.manifest(child_base(child.fold))
-    theirs = ws.manifest(child.fold.workspace) if child.fold.workspace else EMPTY
+    theirs = ws.manifest(child.fold.workspace)
     changes = diff(base, theirs)
     if not changes:
         return None, f"\n\n[{isolation}: no files changed]"
