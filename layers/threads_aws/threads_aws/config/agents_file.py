@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from ..core.canonical import canonical_hash
+from ..core.manifest import ISOLATIONS
 from .adapters import ADAPTER_VERSIONS, MODEL_PARAMS, PROVIDER_ADAPTERS, known_adapters
 from .builtin_tools import BUILTIN_TOOLS, _obj
 from .retry_defaults import DEFAULTS as RETRY_DEFAULTS
@@ -238,7 +239,10 @@ def _composition(raw: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, d
         tools.append(
             {
                 "description": "Start a subagent on a task and wait for its result (background: true "
-                "returns at once; its result arrives later).",
+                "returns at once; its result arrives later). isolation: none (its own empty "
+                "workspace, the default), forked_sandbox (a copy of yours; its writes stay there), "
+                "worktree (a copy of yours; its changes are merged back when it completes without "
+                "a conflict), shared_sandbox (it works in your workspace).",
                 "effect_class": "reconcilable",
                 "input_schema": _obj(
                     ["agent", "prompt"],
@@ -246,6 +250,7 @@ def _composition(raw: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, d
                     prompt=_TEXT,
                     budget=_BUDGET,
                     background={"type": "boolean"},
+                    isolation={"enum": list(ISOLATIONS)},
                 ),
                 "name": "spawn_agent",
             }

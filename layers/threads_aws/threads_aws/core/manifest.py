@@ -21,6 +21,8 @@ MAX_FILES = 10_000
 MAX_PATH_CHARS = 1024
 MAX_SEGMENT_CHARS = 255
 DEFAULT_MODE = 0o644
+#: agent_spawned.isolation: which workspace a subagent works in (`engine.isolation`)
+ISOLATIONS = ("none", "shared_sandbox", "worktree", "forked_sandbox")
 
 
 class WorkspaceError(Exception):

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from ..config.adapters import ADAPTER_VERSIONS, PROVIDER_ADAPTERS, note_adapter
 from ..core.canonical import canonical_bytes, sha256_hex
+from ..core.manifest import ISOLATIONS
 
 PREVIEW_CHARS = 200
 
@@ -216,6 +217,8 @@ class DemoModel:
       input (a Lambda tool, an MCP server's tool: the agent's tool names);
     - `spawn: <agent>: <task>` → tool_use `spawn_agent {agent, prompt}`; `bg: <agent>: <task>`
       the same with `background: true` (the turn goes on; the child's answer arrives late);
+      `spawn <isolation>: …` / `bg <isolation>: …` add `isolation` (`forked_sandbox`,
+      `worktree`, `shared_sandbox`, `none`: `engine.isolation`);
     - `handoff: <agent>` → tool_use `handoff {agent}`;
     - `remember <key>: <text>` / `forget <key>` → `remember {key, text}` / `forget {key}` (the
       user's memory, effects); `recall <key>` / `recall: <query>` → `recall {key}` / `{query}`
@@ -352,11 +355,14 @@ class DemoModel:
             except ValueError:
                 return None
             return (name, args) if isinstance(args, dict) else None
-        if sep and cmd in ("spawn", "bg"):
+        spawn_verb, _, isolation = cmd.partition(" ")
+        if sep and spawn_verb in ("spawn", "bg") and isolation.strip() in ("", *ISOLATIONS):
             agent, _, task = rest.partition(":")
             if agent.strip() and task.strip():
                 spawn: dict[str, Any] = {"agent": agent.strip(), "prompt": task.strip()}
-                return "spawn_agent", {**spawn, "background": True} if cmd == "bg" else spawn
+                if isolation.strip():
+                    spawn["isolation"] = isolation.strip()
+                return "spawn_agent", {**spawn, "background": True} if spawn_verb == "bg" else spawn
         if sep and cmd == "handoff" and rest:
             return "handoff", {"agent": rest}
         if sep and cmd == "work" and rest:

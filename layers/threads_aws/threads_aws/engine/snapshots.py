@@ -1,9 +1,9 @@
 """Snapshots at turn ends (semantics.md §6): once a branch is quiescent (no open turn, nothing
 pending or parked, every effect settled: C4) and its workspace differs from its latest
-snapshot's, the worker appends `snapshot`, so every turn that changed the workspace ends with a
-fork point. It is appended only after the provider reports the capture durable (the manifest
-object exists); `expires_at` = now + the retention (`SNAPSHOT_RETENTION_MS`, default 7 days;
-0 means the snapshot never expires: null).
+snapshot's (or that snapshot is no fork point), the worker appends `snapshot`, so every turn
+that changed the workspace ends with a fork point. It is appended only after the provider
+reports the capture durable (the manifest object exists); `expires_at` = now + the retention
+(`SNAPSHOT_RETENTION_MS`, default 7 days; 0 means the snapshot never expires: null).
 """
 
 from __future__ import annotations
@@ -23,7 +23,12 @@ def retention_ms(environ: dict[str, str] | None = None) -> int | None:
 
 
 def snapshot_due(fold: Fold) -> bool:
-    return fold.workspace is not None and fold.workspace != fold.snapshot_manifest and fold.quiescent()
+    """Quiescent, and the workspace is not the latest snapshot's, or that snapshot was taken
+    inside a turn (a subagent's changes written back, `engine.isolation`): no fork point."""
+    if fold.workspace is None or not fold.quiescent():
+        return False
+    latest = fold.snapshots[max(fold.snapshots)] if fold.snapshots else None
+    return fold.workspace != fold.snapshot_manifest or (latest is not None and not latest[0])
 
 
 def snapshot_draft(provider: S3WorkspaceProvider, fold: Fold, branch_id: str, now: int) -> Draft | None:

@@ -3,11 +3,13 @@
 
 Every step is derived from the parent's log and the child's, so a crash between any two steps
 repeats nothing and loses nothing:
-1. `agent_spawned{call_id, child_thread_id, agent_name, mode: foreground, isolation: none,
-   budget?}` on the parent. The child's id is minted here and is durable before the child exists.
+1. `agent_spawned{call_id, child_thread_id, agent_name, mode, isolation, budget?}` on the parent
+   (`isolation`: the call's, default `none`; what each value means: `engine.isolation`). The
+   child's id is minted here and is durable before the child exists.
 2. The child: header + `thread_started{…, parent{thread_id, branch_id, event_id: the
    agent_spawned, relation: subagent}}` + `user_input{source: parent_agent, text: the task,
-   budget?: the child budget}` in one transaction (`new_thread.start_thread`: a thread id that
+   budget?: the child budget}` in one transaction (an isolation that copies the parent's
+   workspace puts the child's first `snapshot` between them; `new_thread.start_thread`: a thread id that
    exists is a child already created), then its run step is enqueued (its own branch, so its own
    FIFO group). A parent step that finds the spawn call pending and no child thread (a crash
    between 1 and 2) creates it; every waiting step re-enqueues the child (deduplicated).
@@ -20,8 +22,10 @@ repeats nothing and loses nothing:
    reason: the child's}`; once the child is no longer parked: `resumed{address, cause_event_id:
    the agent_spawned}` (`child_resumed`).
 5. A child whose run ended (its turn completed, nothing parked): `agent_finished{child_thread_id,
-   status, usage, output_ref}` and the call's `tool_result` in one append (exactly once: the fold
-   refuses a second agent_finished, rule 22, and the call is no longer pending).
+   status, usage, output_ref}` and the call's `tool_result` in one append, with the parent's
+   `snapshot` of its workspace when a `shared_sandbox` / `worktree` child's changes come back
+   (exactly once: the fold refuses a second agent_finished, rule 22, and the call is no longer
+   pending).
 
 Tree cancel (`cancel_spawn`): a pending spawn call is run to the child's end first. The parent's
 barrier is copied to the unfinished child as `cancel_requested{scope: tree, reason: "ancestor
@@ -40,6 +44,7 @@ from ..core.fold import Call, Fold, epoch_settings
 from ..store.records import AlreadyExists
 from ..writer import Draft, View
 from .bindings import composition_for
+from .isolation import ISOLATIONS, base_snapshot, write_back
 from .loop import HOST, StepBase, result
 
 CHILD_REASON = "ancestor cancelled"
@@ -67,6 +72,9 @@ class Subagents(StepBase):
             bad = unenforceable(budget, started["policy"], [settings, *agent.fallback_settings()])
             if bad:
                 problem = f"budget_unenforceable: {', '.join(bad)} has no per-attempt bound under {name}."
+        isolation = call.input.get("isolation", "none")
+        if problem is None and isolation not in ISOLATIONS:
+            problem = f"invalid_argument: isolation is one of {', '.join(ISOLATIONS)}."
         if problem is not None:
             self.append(view, [result(call.call_id, problem, "not_executed", True)])
             return None
@@ -75,7 +83,7 @@ class Subagents(StepBase):
             "agent_name": name,
             "call_id": call.call_id,
             "child_thread_id": new_uuid7(),
-            "isolation": "none",
+            "isolation": isolation,
             "mode": "background" if background else "foreground",
         }
         if budget:
@@ -103,6 +111,8 @@ class Subagents(StepBase):
             task["budget"] = d["budget"]
 
         branch_id = new_uuid7()
+        drafts = [Draft("user_input", task, on_behalf(view.fold))]
+        copy = base_snapshot(self.ctx.sandbox, view.fold, spawned, branch_id, self.ctx.clock())
         try:
             start_thread(
                 self.ctx.stores,
@@ -113,7 +123,7 @@ class Subagents(StepBase):
                 branch_id=branch_id,
                 now_ms=self.ctx.clock(),
                 started=started,
-                drafts=[Draft("user_input", task, on_behalf(view.fold))],
+                drafts=drafts if copy is None else [copy, *drafts],
             )
         except AlreadyExists:  # created by a step that died before it could say so
             child = self.child_view(view.record.tenant, d["child_thread_id"])
@@ -161,6 +171,9 @@ class Subagents(StepBase):
         if cf.turn_open or cf.parked or not cf.turns_completed:
             return False
         status, text = child_outcome(cf)
+        isolation = str(view.fold.spawned[call.call_id]["data"].get("isolation", "none"))
+        back, note = write_back(self.ctx.sandbox, view, child, isolation, status, self.ctx.clock())
+        text += note
         ref = self.ctx.artifacts.put(text.encode("utf-8"), "text/plain")
         data = {
             "child_thread_id": child.thread_id,
@@ -174,7 +187,7 @@ class Subagents(StepBase):
             closing = Draft(
                 "tool_result_late", {k: v for k, v in closing.data.items() if k != "origin"}, HOST
             )
-        self.append(view, [Draft("agent_finished", data, HOST), closing])
+        self.append(view, [Draft("agent_finished", data, HOST), closing, *([back] if back else [])])
         return True
 
     def child_resumed(self, view: View, child_id: str) -> str | None:
