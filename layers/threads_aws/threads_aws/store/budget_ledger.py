@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .dynamo import N, S, n_of, put_new, s_of
+from .dynamo import N, S, each_item, n_of, put_new, s_of
 from .records import Companion, Item
 
 
@@ -152,19 +152,13 @@ class BudgetLedger:
 
     def rows(self, budget_id: str) -> list[LedgerRow]:
         """Every row of a budget (operators, tests, a rebuild's comparison)."""
-        rows: list[LedgerRow] = []
         kw: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :row)",
             "ExpressionAttributeValues": {":pk": S(f"BUDGET#{budget_id}"), ":row": S("ROW#")},
             "ConsistentRead": True,
         }
-        while True:
-            out = self.ddb.query(**kw)
-            rows += [LedgerRow.from_item(i) for i in out.get("Items", [])]
-            if "LastEvaluatedKey" not in out:
-                return rows
-            kw["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+        return [LedgerRow.from_item(i) for i in each_item(self.ddb.query, kw)]
 
 
 def used_of(item: Item | None) -> int:

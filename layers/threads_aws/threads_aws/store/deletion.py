@@ -45,7 +45,7 @@ from ..core.errors import LogError
 from ..core.importer import import_log
 from . import index
 from .branches import BranchRecord, branch_key
-from .dynamo import MAX_TXN_ITEMS, Expr, N, S, Tagged, transact
+from .dynamo import MAX_TXN_ITEMS, Expr, N, S, Tagged, each_item, transact
 from .records import Clock, NotFound, StoreError, wall_ms
 from .resources import ResourceRow, resource_key
 from .tombstones import Tombstone, tombstone_put
@@ -165,13 +165,7 @@ class ThreadDeletion:
             "ExpressionAttributeValues": {":p": S(pk), ":s": S(sk_prefix)},
             "ConsistentRead": True,
         }
-        out: list[dict[str, Any]] = []
-        while True:
-            page = self.ddb.query(**kwargs)
-            out.extend(page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                return out
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return list(each_item(self.ddb.query, kwargs))
 
     def _check(self, rec: BranchRecord, now: int) -> list[str]:
         """Refuse `busy` for this branch, or answer its subagent child threads."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,23 @@ def n_of(item: Item, name: str) -> int | None:
 def b_of(item: Item, name: str, default: bool = False) -> bool:
     v = item.get(name)
     return default if v is None or "NULL" in v else bool(v["BOOL"])
+
+
+def each_item(
+    call: Callable[..., Any], kwargs: dict[str, Any], on_page: Callable[[], None] | None = None
+) -> Iterator[Item]:
+    """Every item of a Query or Scan (`call`: the client's `query` or `scan`), page after page;
+    `on_page` is told of each request (the callers that count their AWS calls)."""
+    kwargs = dict(kwargs)
+    while True:
+        if on_page is not None:
+            on_page()
+        page = call(**kwargs)
+        yield from page.get("Items", [])
+        last = page.get("LastEvaluatedKey")
+        if not last:
+            return
+        kwargs["ExclusiveStartKey"] = last
 
 
 def condition_failed(exc: ClientError) -> bool:

@@ -34,7 +34,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..core.canonical import canonical_bytes
-from .dynamo import MAX_TXN_ITEMS, N, S, Tagged, condition_failed, n_of, put_new, s_of, transact
+from .dynamo import MAX_TXN_ITEMS, N, S, Tagged, condition_failed, each_item, n_of, put_new, s_of, transact
 from .records import Companion, Item
 
 TAG = "inbox"
@@ -216,10 +216,5 @@ class Inbox:
             "FilterExpression": "begins_with(pk, :p)",
             "ExpressionAttributeValues": {":p": S("INBOX#")},
         }
-        while True:
-            resp = self.ddb.scan(**kwargs)
-            out.extend(InboxRow.from_item(it) for it in resp.get("Items", []))
-            if "LastEvaluatedKey" not in resp:
-                break
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        out = [InboxRow.from_item(it) for it in each_item(self.ddb.scan, kwargs)]
         return sorted(out, key=lambda r: r.order)

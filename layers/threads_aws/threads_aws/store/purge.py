@@ -30,7 +30,7 @@ from . import index
 from .approvals import approvals_gsi_pk
 from .branches import branch_key
 from .channel_threads import route_key
-from .dynamo import S, condition_failed
+from .dynamo import S, condition_failed, each_item
 from .lines import ALL_SEQS
 from .provider_requests import provider_requests_pk
 from .records import Item
@@ -115,6 +115,9 @@ class Purge:
             if child_stone.state == "purging" and child_stone.tenant == stone.tenant:
                 self.run(child_stone)
 
+    def _count(self) -> None:
+        self.calls += 1
+
     def tenant_rows(self, tenant: str) -> None:
         """The tenant-scoped row kinds (`threads-aws tenant delete`, after every thread)."""
         for kind in row_kinds():
@@ -176,14 +179,7 @@ class Purge:
         if sk_prefix is not None:
             kwargs["KeyConditionExpression"] += " AND begins_with(sk, :s)"
             kwargs["ExpressionAttributeValues"][":s"] = S(sk_prefix)
-        out: list[Item] = []
-        while True:
-            self.calls += 1
-            page = self.ddb.query(**kwargs)
-            out.extend(page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                return out
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return list(each_item(self.ddb.query, kwargs, self._count))
 
     def delete_pk(self, pk: str, sk_prefix: str | None = None) -> None:
         self.delete_keys([{"pk": it["pk"], "sk": it["sk"]} for it in self.query(pk, sk_prefix)])
@@ -286,10 +282,4 @@ def scan_keys(p: Purge, prefix: str, tenant: str) -> Iterable[Item]:
         "ExpressionAttributeValues": {":p": S(prefix), ":t": S(tenant)},
         "ProjectionExpression": "pk, sk",
     }
-    while True:
-        p.calls += 1
-        page = p.ddb.scan(**kwargs)
-        yield from page.get("Items", [])
-        if "LastEvaluatedKey" not in page:
-            return
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    yield from each_item(p.ddb.scan, kwargs, p._count)

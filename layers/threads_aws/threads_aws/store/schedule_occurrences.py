@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .dynamo import N, S, condition_failed, n_of, s_of
+from .dynamo import N, S, condition_failed, each_item, n_of, s_of
 from .inbox import esc
 from .records import Companion, Item
 
@@ -129,19 +129,14 @@ class Occurrences:
 
     def pending(self, thread_id: str) -> list[OccurrenceRow]:
         """The thread's pending rows in occurrence order (eventually consistent index)."""
-        out: list[OccurrenceRow] = []
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "gsi1",
             "KeyConditionExpression": "gsi1pk = :pk",
             "ExpressionAttributeValues": {":pk": S(f"OCCURRENCESQ#{thread_id}")},
         }
-        while True:
-            resp = self.ddb.query(**kwargs)
-            out.extend(OccurrenceRow.from_item(i) for i in resp.get("Items", []))
-            if "LastEvaluatedKey" not in resp:
-                return [r for r in out if r.state == "pending"]
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        rows = (OccurrenceRow.from_item(i) for i in each_item(self.ddb.query, kwargs))
+        return [r for r in rows if r.state == "pending"]
 
     def _update(
         self, row: OccurrenceRow, state: str, reason: str | None, seq: int, now: int

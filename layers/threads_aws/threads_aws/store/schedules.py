@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .dynamo import N, S, Tagged, n_of, s_of, transact
+from .dynamo import N, S, Tagged, each_item, n_of, s_of, transact
 from .records import Item, StateConflict
 
 ACTIVE = "SCHEDULES#ACTIVE"
@@ -132,35 +132,24 @@ class Schedules:
         return ScheduleRow.from_item(item) if item else None
 
     def of_thread(self, thread_id: str) -> list[ScheduleRow]:
-        out: list[ScheduleRow] = []
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "gsi1",
             "KeyConditionExpression": "gsi1pk = :pk",
             "ExpressionAttributeValues": {":pk": S(f"SCHEDULES#{thread_id}")},
         }
-        while True:
-            resp = self.ddb.query(**kwargs)
-            out.extend(ScheduleRow.from_item(i) for i in resp.get("Items", []))
-            if "LastEvaluatedKey" not in resp:
-                return [r for r in out if r.state == "active"]
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        rows = (ScheduleRow.from_item(i) for i in each_item(self.ddb.query, kwargs))
+        return [r for r in rows if r.state == "active"]
 
     def active_ids(self) -> list[str]:
         """Every active schedule's id (the local ticker's work list)."""
-        out: list[str] = []
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "gsi1",
             "KeyConditionExpression": "gsi1pk = :pk",
             "ExpressionAttributeValues": {":pk": S(ACTIVE)},
         }
-        while True:
-            resp = self.ddb.query(**kwargs)
-            out.extend(s_of(i, "gsi1sk") or "" for i in resp.get("Items", []))
-            if "LastEvaluatedKey" not in resp:
-                return out
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return [s_of(i, "gsi1sk") or "" for i in each_item(self.ddb.query, kwargs)]
 
     def delete(self, schedule_id: str, now: int) -> bool:
         """Mark deleted and drop its active marker (one transaction); False if not active."""

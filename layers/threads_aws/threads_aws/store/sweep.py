@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .artifacts import KEY_PREFIX
+from .dynamo import each_item
 from .index import RETAIN_UNTIL
 from .resources import ResourceRow
 
@@ -33,6 +34,9 @@ class Sweep:
         self.bucket = bucket
         self.calls = 0  # AWS requests made (benchmarks)
 
+    def _count(self) -> None:
+        self.calls += 1
+
     def _scan(self, prefix: str, extra: str = "") -> Iterator[dict[str, Any]]:
         kwargs: dict[str, Any] = {
             "TableName": self.table,
@@ -44,13 +48,7 @@ class Sweep:
             kwargs["ExpressionAttributeValues"][":head"] = {"S": "HEAD"}
         if not prefix:  # every item
             del kwargs["FilterExpression"], kwargs["ExpressionAttributeValues"]
-        while True:
-            self.calls += 1
-            page = self.ddb.scan(**kwargs)
-            yield from page.get("Items", [])
-            if "LastEvaluatedKey" not in page:
-                return
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        yield from each_item(self.ddb.scan, kwargs, self._count)
 
     def branch_ids(self) -> set[str]:
         """Every branch that has a head record (`store.branches`: BRANCH#<id> / HEAD)."""
