@@ -1,7 +1,8 @@
 """Deferred (non-blocking) calls: the demo agent's `later` tool returns a placeholder at once
 (`tool_result{origin: deferred}`), the turn goes on and stays open while the call runs
-(heartbeats every heartbeat_ms wake the model with the running ids), the runner records the
-real result as `tool_result_late` exactly once (signed per call), and the turn then completes.
+(heartbeats wake the model with the running ids, heartbeat_ms and then doubling waits apart),
+the runner records the real result as `tool_result_late` exactly once (signed per call), and
+the turn then completes.
 A runner killed mid-completion and redelivered neither loses nor repeats the late result."""
 
 from __future__ import annotations
@@ -420,14 +421,21 @@ def test_stop_when_idle_waits_for_the_deferred_result_then_stops(aws: Any) -> No
 
 
 def test_a_call_whose_runner_is_lost_is_given_up_after_max_heartbeats(aws: Any) -> None:
-    from threads_aws.engine.deferred import GAVE_UP, MAX_HEARTBEATS
+    from threads_aws.engine.deferred import GAVE_UP, MAX_HEARTBEAT_GAP_MS, MAX_HEARTBEATS
 
     ctx, b, message = started(aws)
-    for _ in range(MAX_HEARTBEATS):
-        aws.clock.advance(HEARTBEAT_MS)
+    gaps = []
+    for beat in range(MAX_HEARTBEATS):
+        gap = min(HEARTBEAT_MS << beat, MAX_HEARTBEAT_GAP_MS)  # each wait twice the last
+        aws.clock.advance(gap - 1)
         assert run(ctx, b).state == "wait"
+        assert len(of_type(ctx, b, "heartbeat")) == beat  # not due a millisecond early
+        aws.clock.advance(1)
+        assert run(ctx, b).state == "wait"
+        gaps.append(gap)
     assert len(of_type(ctx, b, "heartbeat")) == MAX_HEARTBEATS
-    aws.clock.advance(HEARTBEAT_MS)
+    assert sum(gaps) == 1_220_000  # given up after about 20 minutes, as before the backoff
+    aws.clock.advance(MAX_HEARTBEAT_GAP_MS)
     assert run(ctx, b).state == "idle"
     (late,) = of_type(ctx, b, "tool_result_late")
     assert late["data"] == {**late["data"], "is_error": True, "preview": GAVE_UP}

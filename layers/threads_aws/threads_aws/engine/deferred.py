@@ -11,8 +11,9 @@ does not block its turn:
    `tool_result_late` (with `effect_commit`), exactly once, then wakes the branch.
 3. while the turn's latest answer is final and deferred calls still run, the turn stays open
    (the run is not complete with background work unfinished): a late result the model hasn't
-   seen is requested at once; otherwise every `policy.retry.heartbeat_ms` (from the latest
-   answer or heartbeat) a `heartbeat{running_call_ids}` wakes the model with the running ids;
+   seen is requested at once; otherwise, `policy.retry.heartbeat_ms` after the latest answer and
+   then after waits that double (up to 10 min), a `heartbeat{running_call_ids}` wakes the model
+   with the running ids;
    in between the step ends `wait` with its wake-up armed on the step timer (a late result
    wakes it sooner). Under `stop_when_idle` it waits for the results but asks nothing new.
 4. a begun deferred effect is the runner's, not a crashed worker's (no `crash_after_begin`).
@@ -38,14 +39,22 @@ PLACEHOLDER = "Running in the background (call {call_id}); its result arrives la
 NO_RUNNER = "Tool {name} runs in the background, and this deployment has no deferred-call queue."
 NOT_DONE = "Not executed: the call was settled as not done."
 #: heartbeats in one turn before its running tool calls are given up (about 20 min at the
-#: default heartbeat_ms): the runner settles a call within MAX_RECEIVES receives, so a call still
-#: running by then lost its message
-MAX_HEARTBEATS = 60
+#: default heartbeat_ms: 20 + 40 + 80 + 160 + 320 + 600 s): the runner settles a call within
+#: MAX_RECEIVES receives, so a call still running by then lost its message
+MAX_HEARTBEATS = 6
+#: Each heartbeat is a billed model request: the wait before the next one doubles from
+#: heartbeat_ms up to this, so a call running for an hour costs a dozen requests, not 180.
+MAX_HEARTBEAT_GAP_MS = 600_000
 GAVE_UP = "Error: no result arrived; the call was given up."
 #: hold_for_deferred: no deferred work holds the turn (the caller goes on)
 GO_ON = "go_on"
 #: hold_for_deferred: request the model now (it hasn't seen a late result or heartbeat)
 REQUEST = "request"
+
+
+def heartbeat_gap_ms(f: Fold, beats: int) -> int:
+    """The wait after the turn's latest answer before heartbeat number `beats` + 1."""
+    return min(int(retry.policy(f)["heartbeat_ms"]) << min(beats, 20), MAX_HEARTBEAT_GAP_MS)
 
 
 def late(call_id: str, text: str, is_error: bool, actor: dict[str, Any] = HOST) -> Draft:
@@ -123,7 +132,7 @@ class Deferred(Effects, Subagents):
         if settled is not None:
             self.append(view, [settled])
             return None
-        due = turn.quiet_since + int(retry.policy(f)["heartbeat_ms"])
+        due = turn.quiet_since + heartbeat_gap_ms(f, turn.heartbeats)
         if turn.stop_when_idle or self.ctx.clock() < due:
             return self.wait(due if not turn.stop_when_idle else self.ctx.clock() + self.heartbeat_ms(f))
         if turn.heartbeats >= MAX_HEARTBEATS:  # its runner is lost: stop paying for wake-ups
