@@ -171,9 +171,9 @@ EMITTED: dict[str, list[tuple[int, int, float]]] = {}  # request id → (start, 
 
 
 def timed_demo() -> Any:
-    from threads_aws.engine import models
+    from threads_aws.engine import demo_model, models
 
-    class TimedDemo(models.DemoModel):
+    class TimedDemo(demo_model.DemoModel):
         def complete(self, request: bytes, *, on_delta: Any = None, request_event_id: str, **kw: Any) -> Any:
             if on_delta is None:
                 return super().complete(request, request_event_id=request_event_id, **kw)

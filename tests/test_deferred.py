@@ -446,7 +446,8 @@ def test_a_call_whose_runner_is_lost_is_given_up_after_max_heartbeats(aws: Any) 
 def test_background_child_runs_under_its_budget(aws: Any) -> None:
     """A background spawn's budget is the child run's (agent_spawned.budget): the child that
     exceeds it ends budget_exhausted, which is the parent's late (error) result."""
-    from threads_aws.engine.models import DemoModel, ScriptedModel
+    from threads_aws.engine.demo_model import DemoModel
+    from threads_aws.engine.models import ScriptedModel
 
     use = {
         "type": "tool_use",

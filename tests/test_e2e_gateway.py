@@ -29,12 +29,12 @@ HOOKS = """\
 import os, time
 from pathlib import Path
 
-from threads_aws.engine import models, tools
+from threads_aws.engine import demo_model, models, tools
 
 HOOK_DIR = Path(os.environ["E2E_HOOK_DIR"])
 
 
-class HoldingDemo(models.DemoModel):
+class HoldingDemo(demo_model.DemoModel):
     # A request that contains [hold] (before any tool result) waits inside the model call until
     # the test writes <dir>/release-<word> (or 15 s pass); <dir>/held-<word> says it is waiting.
     def complete(self, request, *, settings, request_event_id, branch_id, **kw):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from threads_aws.engine.models import DemoModel, ModelError, ScriptedModel, adapter_for, call_id_for
+from threads_aws.engine.demo_model import DemoModel
+from threads_aws.engine.models import ModelError, ScriptedModel, adapter_for, call_id_for
 
 
 def request(*lines: dict) -> bytes:

@@ -23,7 +23,7 @@ PRELOAD = f"""\
 import os, time
 from pathlib import Path
 
-from threads_aws.engine import models
+from threads_aws.engine import demo_model, models
 
 # Read by host/sse.py Window.from_env on every subscription (after the template's values).
 os.environ["SSE_WAIT_MS"] = "{WAIT_MS}"
@@ -36,7 +36,7 @@ os.environ["STREAM_RETRY_MS"] = "{RETRY_MS}"
 HOOK_DIR = Path(__file__).parent
 
 
-class HoldingDemo(models.DemoModel):
+class HoldingDemo(demo_model.DemoModel):
     def complete(self, request, *, settings, request_event_id, branch_id, **kw):
         text = request.decode()
         if "[hold]" in text and '"role":"tool"' not in text:
@@ -58,7 +58,7 @@ class HoldingDemo(models.DemoModel):
             if head.strip() == "picks":
                 args["multi_select"] = True
             return "ask_user", args
-        return models.DemoModel._tool_use(text)
+        return demo_model.DemoModel._tool_use(text)
 
 
 models.register_adapter("demo", HoldingDemo)

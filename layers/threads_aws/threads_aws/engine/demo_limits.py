@@ -1,4 +1,4 @@
-"""The demo model's run-limit behaviours (engine.models.DemoModel), so a local user can watch
+"""The demo model's run-limit behaviours (engine.demo_model.DemoModel), so a local user can watch
 budgets, structured output, continuation and compaction without a paid model:
 
 - `long: <n>` answers n words (a fixed word cycle), continued across `max_tokens` cuts;
