@@ -73,3 +73,28 @@ def test_stale_epoch_after_takeover(aws: Any) -> None:
     assert info.value.code == "stale_epoch"
     _, lines = writer.append(b, [Draft("heartbeat", {"running_call_ids": []}, {"kind": "host"})])
     assert lines[0].epoch == new.epoch  # a control appends under the live lease's epoch
+
+
+def test_a_branch_replaced_under_the_cache_is_read_again(aws: Any) -> None:
+    """Deleted, then imported again under the same id and appended to up to the same seq: the
+    cached view (same seq, another hash) is not served."""
+    from helpers.engine import make_ctx, new_thread
+    from threads_aws.store.deletion import ThreadDeletion
+    from threads_aws.store.ingest import import_into_store
+
+    ctx = make_ctx(aws)
+    b = new_thread(ctx)
+    user = {"kind": "user", "principal": {"issuer": "api", "subject": "alice", "tenant": "acme"}}
+    earlier = ctx.store.export(b)
+    ctx.writer.append(b, [Draft("user_input", {"source": "api", "text": "first"}, user)])
+    cached = ctx.writer.load(b)  # the cache holds "first" at the head
+    thread_id = cached.thread_id
+    assert ThreadDeletion(ctx.stores, clock=ctx.clock).delete("acme", thread_id)
+    import_into_store(
+        ctx.store, ctx.artifacts, import_log(earlier, now=ctx.clock()), tenant="acme", now=ctx.clock()
+    )
+    other = make_ctx(aws).writer  # another container appends the same seq anew
+    other.append(b, [Draft("user_input", {"source": "api", "text": "second"}, user)])
+    again = ctx.writer.load(b)
+    assert again.head_seq == cached.head_seq
+    assert again.fold.events[-1]["data"]["text"] == "second"

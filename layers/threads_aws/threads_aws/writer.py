@@ -134,6 +134,10 @@ class Writer:
         rec = record or self.record(branch_id)
         with self._lock:
             view = self._views.pop(branch_id, None)
+        # Same seq, other hash: the branch was replaced under the cache (deleted, then the same
+        # branch id imported again); a longer one fails the chain check on its first new line.
+        if view is not None and view.head_seq == rec.head_seq and view.last_hash != rec.head_hash:
+            view = None
         if view is not None and view.head_seq <= rec.head_seq:
             try:
                 if view.head_seq < rec.head_seq:
