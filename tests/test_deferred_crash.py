@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+
 from helpers.dev_process import DevProcess, dev_process, export_verifies, wait_until
 
 DELAY_MS = 6000  # long enough to kill the runner mid-call, short enough for a quick test
