@@ -117,7 +117,9 @@ def workspace_snapshot_and_fork(dev: DevProcess) -> Threads:
 
 
 def deferred_call_with_a_heartbeat(dev: DevProcess) -> Threads:
-    run = start(dev, "later 28000: slow")  # the default heartbeat_ms (20 s) passes while it runs
+    # The default heartbeat_ms (20 s) passes while it runs, with a margin for the queue latency
+    # of a loaded host (the recipes run side by side): the schedules take as long anyway.
+    run = start(dev, "later 50000: slow")
     settle(dev, run)
     return [(run["thread_id"], ALICE)]
 
