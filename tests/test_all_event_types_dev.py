@@ -129,11 +129,11 @@ def park_escalated_then_expired(dev: DevProcess) -> Threads:
     settle(dev, run, "parked")
     t = run["thread_id"]
     (pending,) = call_ok(dev, "GET", f"/v1/threads/{t}/approvals")
-    wait_type(dev, t, "park_escalated", timeout=90)
+    wait_type(dev, t, "park_escalated", timeout=270)
     path = f"/v1/threads/{t}/approvals/{pending['challenge_id']}"
     status, body, _ = dev.call("POST", path, {"decision": "grant"})
     assert status == 409 and body["error"]["code"] == "approval_expired", (status, body)
-    wait_until(lambda: dev.timeline(t)[-1]["type"] == "turn_completed", 60, "the denied run")
+    wait_until(lambda: dev.timeline(t)[-1]["type"] == "turn_completed", 180, "the denied run")
     return [(t, ALICE)]
 
 
@@ -201,15 +201,15 @@ def schedules_fired_and_skipped(dev: DevProcess) -> Threads:
         t = run["thread_id"]
         body = {"cron": "* * * * *", "input": "the scheduled check"}
         ids[t] = call_ok(dev, "POST", f"/v1/threads/{t}/schedules", body)["schedule_id"]
-    wait_type(dev, idle["thread_id"], "schedule_fired", timeout=90)
-    wait_type(dev, busy["thread_id"], "schedule_skipped", timeout=90)
+    wait_type(dev, idle["thread_id"], "schedule_fired", timeout=270)
+    wait_type(dev, busy["thread_id"], "schedule_skipped", timeout=270)
     for t, sid in ids.items():
         call_ok(dev, "DELETE", f"/v1/threads/{t}/schedules/{sid}")
     call = next(e for e in dev.timeline(busy["thread_id"]) if e["type"] == "tool_call")
     t = busy["thread_id"]
     call_ok(dev, "POST", f"/v1/threads/{t}/questions/{call['data']['call_id']}/answer", {"answer": "Monday"})
-    wait_until(lambda: dev.timeline(t)[-1]["type"] == "turn_completed", 60, "the answered turn")
-    wait_until(lambda: dev.timeline(idle["thread_id"])[-1]["type"] == "turn_completed", 60, "the fired run")
+    wait_until(lambda: dev.timeline(t)[-1]["type"] == "turn_completed", 180, "the answered turn")
+    wait_until(lambda: dev.timeline(idle["thread_id"])[-1]["type"] == "turn_completed", 180, "the fired run")
     return [(idle["thread_id"], ALICE), (t, ALICE)]
 
 
@@ -228,9 +228,9 @@ def slack_message(dev: DevProcess) -> Threads:
     row = wait_until(
         lambda: next((r for r in dev.inbox_rows() if r.item_key == f"C1:{ts}"), None), 60, "the row"
     )
-    wait_until(lambda: [m for m in slack.bot_messages("C1") if m.get("thread_ts") == ts], 60, "the reply")
+    wait_until(lambda: [m for m in slack.bot_messages("C1") if m.get("thread_ts") == ts], 180, "the reply")
     wait_until(
-        lambda: dev.timeline(row.thread_id, READER)[-1]["type"] == "tool_result", 60, "the send settled"
+        lambda: dev.timeline(row.thread_id, READER)[-1]["type"] == "tool_result", 180, "the send settled"
     )
     return [(row.thread_id, READER)]
 
@@ -264,11 +264,11 @@ def in_flight_at_a_kill(dev: DevProcess, fake: FakeServer) -> tuple[Threads, dic
     recover = start(dev, "hello there", agent="openai-recover")
     ddb = dev.client("dynamodb")
     billed = lambda: [r for r in fake.state.requests if r["path"] == "/v1/responses"]  # noqa: E731
-    wait_until(billed, 60, "the request to reach OpenAI")
+    wait_until(billed, 180, "the request to reach OpenAI")
     bid, rid = billed()[0]["body"]["metadata"]["client_request_id"].split(":")
     key = {"pk": {"S": f"PROVREQ#{bid}"}, "sk": {"S": rid}}
     table_name = dev.env["STATE_TABLE"]
-    wait_until(lambda: ddb.get_item(TableName=table_name, Key=key).get("Item"), 30, "the provider id")
+    wait_until(lambda: ddb.get_item(TableName=table_name, Key=key).get("Item"), 90, "the provider id")
     args = {"amount_cents": 1250, "memo": "lunch", "delay_ms": 3000}
     tool = start(dev, "lambda: add_expense " + json.dumps(args))
     settle(dev, tool, "parked")
@@ -280,7 +280,7 @@ def in_flight_at_a_kill(dev: DevProcess, fake: FakeServer) -> tuple[Threads, dic
         {"decision": "grant"},
     )
     (table,) = [t for t in ddb.list_tables()["TableNames"] if t.endswith("-tool-example-table")]
-    wait_until(lambda: ddb.scan(TableName=table)["Items"], 30, "the tool's ledger row")
+    wait_until(lambda: ddb.scan(TableName=table)["Items"], 90, "the tool's ledger row")
     # at once: the tool sleeps 3 s before it answers
     dev.proc.send_signal(signal.SIGKILL)
     assert dev.proc.wait(timeout=30) == -signal.SIGKILL
@@ -389,8 +389,8 @@ def test_every_event_type_of_the_contract_is_produced_live_through_dev(tmp_path:
             recovered = kinds(dev.timeline(recover_tid))
             assert recovered[-2:] == ["model_response_recovered", "turn_completed"], recovered
             assert len([r for r in fake.state.requests if r["path"] == "/v1/responses"]) == 1  # not re-sent
-            wait_type(dev, tool_tid, "effect_resolved", timeout=120)
-            wait_until(lambda: dev.timeline(tool_tid)[-1]["type"] == "turn_completed", 120, "the tool's turn")
+            wait_type(dev, tool_tid, "effect_resolved", timeout=360)
+            wait_until(lambda: dev.timeline(tool_tid)[-1]["type"] == "turn_completed", 360, "the tool's turn")
             timings["kill_9"] = time.monotonic() - t0 - timings["recipes"]
             torn_import(dev, torn_path)
             roots += killed + torn

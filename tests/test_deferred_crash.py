@@ -15,7 +15,7 @@ from pathlib import Path
 
 from helpers.dev_process import DevProcess, dev_process, export_verifies, wait_until
 
-DELAY_MS = 6000  # long enough to kill the runner mid-call, short enough for a quick test
+DELAY_MS = 15_000  # long enough to kill the runner mid-call, short enough for a quick test
 
 
 def kinds(dev: DevProcess, thread_id: str) -> list[str]:
@@ -39,14 +39,14 @@ def test_a_deferred_call_killed_mid_completion_records_its_late_result_once(tmp_
     with dev_process(tmp_path) as dev:
         run = dev.start_run(f"later {DELAY_MS}: hello")
         thread_id = run["thread_id"]
-        placed = dev.wait_for(thread_id, "tool_result", timeout=60)
+        placed = dev.wait_for(thread_id, "tool_result", timeout=180)
         (placeholder,) = [e for e in placed if e["type"] == "tool_result"]
         assert placeholder["data"]["origin"] == "deferred"
-        wait_until(lambda: deferred_in_flight(dev), 30, "the runner to take the call")
+        wait_until(lambda: deferred_in_flight(dev), 90, "the runner to take the call")
         assert "tool_result_late" not in kinds(dev, thread_id)
         kill_9(dev)  # the call is running: nothing of its result is recorded
     with dev_process(tmp_path) as dev:  # the same state dir: the message is visible again
-        dev.wait_for(thread_id, "tool_result_late", timeout=60)
+        dev.wait_for(thread_id, "tool_result_late", timeout=180)
         kill_9(dev)  # the moment it is recorded: its message and the wake-up may be lost
     with dev_process(tmp_path) as dev:
         done = wait_until(

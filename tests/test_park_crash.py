@@ -28,7 +28,7 @@ def test_a_park_escalation_across_kill_9_is_recorded_once(tmp_path: Path) -> Non
     with dev_process(tmp_path) as dev:
         run = dev.start_run("note: call dad", agent="demo-ttl")
         thread_id = run["thread_id"]
-        parked = dev.wait_for(thread_id, "parked", timeout=60)
+        parked = dev.wait_for(thread_id, "parked", timeout=180)
         (req,) = [e for e in parked if e["type"] == "approval_requested"]
         expires_ms = req["data"]["expires_at"]
         assert abs(expires_ms - (req["time"] + TTL_MS)) < 5000  # the TTL from the park's clock
@@ -38,7 +38,7 @@ def test_a_park_escalation_across_kill_9_is_recorded_once(tmp_path: Path) -> Non
     # Down when the TTL passes: the escalation is due while no host runs.
     time.sleep(max(0.0, expires_ms / 1000 - time.time()) + 0.5)
     with dev_process(tmp_path) as dev:
-        dev.wait_for(thread_id, "park_escalated", timeout=60)
+        dev.wait_for(thread_id, "park_escalated", timeout=180)
         kill_9(dev)  # the moment it is recorded: the wake-up's delete may be lost
     with dev_process(tmp_path) as dev:
         time.sleep(3)  # a redelivered wake-up, if any, runs its step meanwhile

@@ -85,7 +85,7 @@ def kinds(events: list[dict[str, Any]]) -> list[str]:
 
 
 def wait_type(
-    dev: DevProcess, thread_id: str, type_: str, token: str = ALICE, timeout: float = 90
+    dev: DevProcess, thread_id: str, type_: str, token: str = ALICE, timeout: float = 270
 ) -> list[Any]:
     return wait_until(  # type: ignore[no-any-return]
         lambda: (evs := dev.timeline(thread_id, token)) and type_ in kinds(evs) and evs,
