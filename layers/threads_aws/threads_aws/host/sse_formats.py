@@ -36,7 +36,7 @@ def subscribe(
     monotonic: Callable[[], float] = time.monotonic,
 ) -> bytes:
     from ..streams import AgUiMapper, CrazeMapper
-    from .live import _frame
+    from .live import _frame, mapper_kwargs
 
     rec, start = host.run_start(principal, thread_id, run_id)
     deadline = monotonic() + window.wait_ms / 1000
@@ -56,7 +56,7 @@ def subscribe(
                 if mapper is None:
                     run = list(_run_events(events, view.fold.known, start, 0))
                     cls = CrazeMapper if fmt == "craze" else AgUiMapper
-                    mapper, outs = cls.resumed(run, raw_cursor)
+                    mapper, outs = cls.resumed(run, raw_cursor, **mapper_kwargs(fmt, view.fold, start))
                 else:
                     run = list(_run_events(events, view.fold.known, start, cursor))
                     outs = [o for ev in run for o in mapper.feed({"kind": "event", "event": ev})]

@@ -26,8 +26,9 @@ Mapping (craze-mapping.md §3, with these choices):
   (reject_once). A grant's ending waits for the next event, because the remembered rule
   (`permission_rule_added`) is committed right after the grant.
 - `ask_user`: its park opens `question{id: call_id}` (questions `q1`, options `o1…`); the
-  answered result ends it with `answers` (a free-text answer matches no option: `{q1: []}`; the
-  text itself is the tool row's output).
+  answered result ends it with `answers`: the chosen option ids, or for a question without
+  options the typed text as the one entry (`{q1: ["tea, please"]}`: craze has no free-text
+  slot, and an entry that is no option id of the question can only be the text).
 - an effect whose outcome is unknown parks; unlike the proposal (nothing), it opens a
   `permission{id: effect key}` with options `assume_done` / `assume_not_done`, so a craze
   client can drive `POST …/parked/{effect_key}/resolve`; a human resolution answers it, any
@@ -42,8 +43,10 @@ Mapping (craze-mapping.md §3, with these choices):
   A run the host failed without a `turn_completed` ends from its `result` (no id).
 - state: `settings_changed` → `meta{state:{model: "<provider>/<name>", config}}` (model params
   as config options); `mode_changed` → `meta{state:{mode}}`, plus top-level `mode` when the
-  agent caused it; each model response's usage → `meta{state:{usage}}` (turn and stream sums,
-  `unpriced` — a run stream has no price table).
+  agent caused it; each model response's usage (compaction's included) → `meta{state:{usage}}`:
+  `turn` sums this turn, `session` the thread's whole chain (the sums before the run come from
+  the fold, `session_before`, so a thread's second run reports the session's figure, not its
+  own); `unpriced` — a run stream has no price table.
 - `retry_wait` status → a transient `meta{state:{reason: retry_wait, detail}}` (report-only
   strings), so a watching client sees why the run stalls.
 - subagents: `agent_spawned` / `agent_finished` → `subagent{spawned|finished}` rows and the spawn
@@ -56,21 +59,35 @@ Mapping (craze-mapping.md §3, with these choices):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import craze_wire as w
 from . import tools as t
 from .craze_asks import Asks, Rules
+from .craze_replay import replay
+from .craze_session import Session
 from .craze_wire import TERMINAL, craze_event
 from .event_data import as_list, engine_rules, input_text, obj, summary
-from .frames import JsonObj, Mapper, rfc3339
+from .frames import JsonObj, Mapper, Out, rfc3339
 from .text import Deltas, remainders
 
 
-class CrazeMapper(Asks, Mapper):
-    def __init__(self, *, suggested_rules: Rules | None = None) -> None:
+class CrazeMapper(Asks, Session, Mapper):
+    def __init__(
+        self,
+        *,
+        suggested_rules: Rules | None = None,
+        session_before: Sequence[int] = (),
+        history: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """`session_before`: the thread's usage sums before this run's user_input, in the fold's
+        USAGE_FIELDS order (`Fold.usage_at_input[start]`), so `usage.session` is the session's.
+        `history`: the thread's known events before the run (from `craze_replay.history_window`),
+        replayed to a connection that has seen nothing of the run (`preamble`)."""
         super().__init__()
+        self._session_before = tuple(session_before)
+        self._history = history
         self._rules = suggested_rules or engine_rules
         self.turn_id: str | None = None
         self.rows: dict[str, JsonObj] = {}  # call id → its row as last published (no `at`)
@@ -82,9 +99,18 @@ class CrazeMapper(Asks, Mapper):
         self.cancelling = False
         self.budget: Mapping[str, Any] | None = None
         self.http_status = 0
-        self.spend_turn, self.spend_all = w.zero_spend(), w.zero_spend()
+        self.spend_turn, self.spend_all = w.zero_spend(), w.spend_of(session_before)
         self.children: dict[str, JsonObj] = {}  # child thread id → its subagent row
+        self.mode: str | None = None  # the permission mode, as the log last showed it
+        self.turn_text = ""  # the turn's committed reply so far (a plan's overview)
         self._at: str | None = None
+
+    def preamble(self, seen: list[Out]) -> list[Out]:
+        """A connection that has seen nothing of a run continuing a thread first gets the
+        session's history as a replay bracket (`craze_replay`); no ids: never resent."""
+        if seen or not self._history:
+            return []
+        return [Out(d) for d in replay(self._history, self._session_before)]
 
     # ------------------------------------------------------------------ emit helpers
     def _out(self, type: str, **fields: Any) -> None:
@@ -149,6 +175,7 @@ class CrazeMapper(Asks, Mapper):
             self._end_turn("cancelled", None, synthetic=True)
         self.turn_id = f"turn-{ev['seq']}"
         self.spend_turn = w.zero_spend()
+        self.turn_text = ""
         turn = {"id": self.turn_id, "phase": "started", "text": input_text(d), "origin": "submit"}
         self._out("turn", turn=w.clean(turn))
 
@@ -167,6 +194,7 @@ class CrazeMapper(Asks, Mapper):
         rid = str(d.get("request_event_id"))
         shown = self.deltas.close(rid)
         if not self.deltas.is_turn(rid):
+            self._usage(d.get("usage"))  # a compaction's spend is the turn's and the session's too
             return
         content = [p for p in as_list(d.get("content")) if isinstance(p, dict)]
         texts = iter(
@@ -178,6 +206,7 @@ class CrazeMapper(Asks, Mapper):
         for i, part in enumerate(content):
             kind = part.get("type")
             if kind == "text":
+                self.turn_text += str(part.get("text", ""))
                 rest = next(texts)
                 if part.get("text"):
                     self._out("text", text=rest)
@@ -272,6 +301,8 @@ class CrazeMapper(Asks, Mapper):
 
     def _ev_permission_decision(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         call_id = str(d.get("call_id"))
+        if isinstance(d.get("mode"), str):
+            self.mode = d["mode"]
         if d.get("decision") == "allow":
             self._publish(call_id, status="in_progress")
         elif d.get("decision") == "deny":
@@ -325,7 +356,9 @@ class CrazeMapper(Asks, Mapper):
         self._publish(call_id, status=status, output=output or None, contentText=keep)
 
     def _ev_todos_updated(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        self._out("todos", todos=w.todos(d.get("todos")))
+        todos = w.todos(d.get("todos"))
+        self._out("todos", todos=todos)
+        self._plan_from_todos(int(ev["seq"]), todos)
 
     # ------------------------------------------------------------------ state
     def _ev_settings_changed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
@@ -333,52 +366,9 @@ class CrazeMapper(Asks, Mapper):
 
     def _ev_mode_changed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         mode = str(d.get("to"))
+        if d.get("from") == "plan" and mode != "plan":
+            self._plan_accepted()
+        self.mode = mode
         actor = obj(ev.get("actor"))
         agent_initiated = actor.get("kind") not in ("user", "approver")
         self._out("meta", mode=mode if agent_initiated else None, state={"mode": mode})
-
-    # ------------------------------------------------------------------ subagents, compaction
-    def _ev_agent_spawned(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        child, call_id = str(d.get("child_thread_id")), str(d.get("call_id"))
-        background = d.get("mode") == "background"
-        row = {
-            "id": child,
-            "toolCallId": call_id,
-            "subagentType": str(d.get("agent_name")),
-            "status": "running",
-        }
-        row.update(w.clean({"startedAt": self._at, "background": background, "time": ev.get("time")}))
-        self.children[child] = row
-        self._out("subagent", subagent=w.subagent(row), subagentChange="spawned")
-        task = w.clean({"agentId": child, "subagentType": row["subagentType"], "background": background})
-        self._publish(call_id, task=task, kind="task")
-
-    def _ev_agent_finished(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        child = str(d.get("child_thread_id"))
-        row = self.children.pop(child, {"id": child})
-        status = {"budget_exhausted": "failed"}.get(str(d.get("status")), str(d.get("status")))
-        row["status"] = status
-        if d.get("status") == "budget_exhausted":
-            row["error"] = "budget exhausted"
-        usage = obj(d.get("usage"))
-        row["tokensUsed"] = sum(
-            v for v in (usage.get("input_tokens"), usage.get("output_tokens")) if isinstance(v, int)
-        )
-        started, now = row.get("time"), ev.get("time")
-        duration = now - started if isinstance(started, int) and isinstance(now, int) else 0
-        row.update(w.clean({"endedAt": self._at, "durationMs": max(duration, 0)}))
-        self._out("subagent", subagent=w.subagent(row), subagentChange="finished")
-        call_id = row.get("toolCallId")
-        if isinstance(call_id, str) and call_id in self.rows:
-            task = dict(self.rows[call_id].get("task", {}))
-            task.update(w.clean({"status": status, "durationMs": row.get("durationMs"), "receipt": True}))
-            self._publish(call_id, task=task)
-
-    def _ev_compacted(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        reason = {"threshold": "auto", "reactive": "overflow", "manual": "manual"}.get(
-            str(d.get("trigger")), "auto"
-        )
-        self._out("compaction", compaction={"phase": "ended", "reason": reason})
-
-    def _ev_compaction_failed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        self._out("compaction", compaction={"phase": "ended", "err": f"{d.get('stage')}: {d.get('reason')}"})
