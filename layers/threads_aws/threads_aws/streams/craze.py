@@ -51,8 +51,9 @@ Mapping (craze-mapping.md §3, with these choices):
   strings), so a watching client sees why the run stalls.
 - subagents: `agent_spawned` / `agent_finished` → `subagent{spawned|finished}` rows and the spawn
   call's row as a task (`task.agentId`, status, duration, receipt).
-- compaction: a `purpose: compaction` request → `compaction{started, reason: auto}`;
-  `compacted` / `compaction_failed` → `compaction{ended}` (reason from the trigger, or `err`).
+- compaction: a `purpose: compaction` request → `compaction{started, reason: auto}` (once for
+  its retries); `compacted` / `compaction_failed` → `compaction{ended}` (reason from the
+  trigger, or `err`); one still open when the turn ends is ended with an `err` before `done`.
 - nothing for: thread_started, tool_call's repeat, hook decisions, effect commits, resumed,
   cancelled, retries and abandoned attempts, heartbeats, snapshots, forks, channels, schedules.
 """
@@ -101,6 +102,7 @@ class CrazeMapper(Asks, Session, Mapper):
         self.http_status = 0
         self.spend_turn, self.spend_all = w.zero_spend(), w.spend_of(session_before)
         self.children: dict[str, JsonObj] = {}  # child thread id → its subagent row
+        self.compacting = False  # a compaction started and not yet ended
         self.mode: str | None = None  # the permission mode, as the log last showed it
         self.turn_text = ""  # the turn's committed reply so far (a plan's overview)
         self._at: str | None = None
@@ -185,7 +187,8 @@ class CrazeMapper(Asks, Session, Mapper):
     def _ev_model_request(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         rid = str(ev.get("event_id"))
         held = self.deltas.request(rid, str(d.get("purpose", "turn")))
-        if not self.deltas.is_turn(rid):
+        if not self.deltas.is_turn(rid) and not self.compacting:  # a retried request: still one
+            self.compacting = True
             self._out("compaction", compaction={"phase": "started", "reason": "auto"})
         for text, offset, thinking in held:
             self._on_delta(rid, text, offset, thinking)
@@ -253,6 +256,9 @@ class CrazeMapper(Asks, Session, Mapper):
         for call_id, row in list(self.rows.items()):
             if row.get("status") not in TERMINAL and row.get("contentText") != "deferred":
                 self._publish(call_id, status="cancelled")
+        if self.compacting:  # every started gets an ended, at the latest with its turn
+            self.compacting = False
+            self._out("compaction", compaction={"phase": "ended", "err": "the turn ended first"})
         if err is None:
             self._out("done", stopReason=stop)
             turn = {"id": self.turn_id, "phase": "ended", "stopReason": stop, "synthetic": synthetic}

@@ -20,6 +20,7 @@ class Session:
     rows: dict[str, JsonObj]
     children: dict[str, JsonObj]
     _at: str | None
+    compacting: bool
 
     def _out(self, type: str, **fields: Any) -> None:
         raise NotImplementedError  # CrazeMapper's
@@ -71,7 +72,9 @@ class Session:
         reason = {"threshold": "auto", "reactive": "overflow", "manual": "manual"}.get(
             str(d.get("trigger")), "auto"
         )
+        self.compacting = False
         self._out("compaction", compaction={"phase": "ended", "reason": reason})
 
     def _ev_compaction_failed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
+        self.compacting = False
         self._out("compaction", compaction={"phase": "ended", "err": f"{d.get('stage')}: {d.get('reason')}"})
