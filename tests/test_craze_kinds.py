@@ -238,3 +238,17 @@ def test_a_compaction_in_the_worker_is_bracketed(aws: Any) -> None:
         assert not [e.message for e in v.iter_errors(d)], d
     replayed = [d["compaction"] for d in bracket if d["type"] == "compaction"]
     assert len(replayed) == len(phases) // 2 and all(c["phase"] == "ended" for c in replayed)
+
+
+def test_the_live_stream_serves_the_same_replay_and_session_usage(aws: Any) -> None:
+    from threads_aws.host.live import LiveSettings, Subscription, options
+
+    r = SCENARIOS["two_runs"](aws)
+    second = [e for e in r.events() if e["type"] == "user_input"][1]["event_id"]
+    sub = Subscription(
+        r.host, ALICE, r.thread_id, second, options({"format": "craze"}, None), LiveSettings(poll_ms=20)
+    )
+    sub.open()
+    live = [m["data"] for m in sse.parse_messages(b"".join(sub.frames())) if "data" in m]
+    assert live == stream(r, second)  # the window fallback's, event for event
+    assert live[0]["type"] == "replay"

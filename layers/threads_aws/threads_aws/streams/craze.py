@@ -4,7 +4,9 @@ stateful mapper (see `frames` for ordering, ids and resume).
 Order of a run: `turn{started, text: <prompt>}` → the session's events → the asks' endings →
 `done` or `error` → `turn{ended}`. The events' shapes are `craze_wire`'s (closed seed schema,
 keys in its order, zero values omitted); `at` = the log event's `time` (RFC 3339, UTC). The asks
-(permissions, questions, unknown effects) are `craze_asks`' half of the mapper.
+(permissions, questions, unknown effects, plans) are `craze_asks`' half of the mapper, sub-agents
+and compaction `craze_session`'s; a fresh connection to a run continuing a thread first gets
+the thread's earlier turns as a replay bracket (`craze_replay`, the `preamble`).
 
 Mapping (craze-mapping.md §3, with these choices):
 - turns: `turn-<seq of the user_input>` (stable whatever part of the log a mapper was fed),
@@ -50,7 +52,14 @@ Mapping (craze-mapping.md §3, with these choices):
 - `retry_wait` status → a transient `meta{state:{reason: retry_wait, detail}}` (report-only
   strings), so a watching client sees why the run stalls.
 - subagents: `agent_spawned` / `agent_finished` → `subagent{spawned|finished}` rows and the spawn
-  call's row as a task (`task.agentId`, status, duration, receipt).
+  call's row as a task (`task.agentId`, status, duration, receipt); the child's task prompt as
+  `user{agent: <child id>}` right after `spawned`.
+- plans: no `exit_plan_mode` tool exists here, so this host's plan is a todo list the agent
+  writes in plan mode (the mode as the call's `permission_decision` or a `mode_changed` showed
+  it): `plan{id: plan-<seq>}` after the `todos`, accepted (`accepted: true`) when an operator
+  leaves plan mode, else ended with the turn; a newer list supersedes it.
+- not emitted, for want of a situation: `command` (no plugin command or skill expands a prompt
+  here), `queue` (no input is queued: a second run on a busy thread is refused), `foreign_turn`.
 - compaction: a `purpose: compaction` request → `compaction{started, reason: auto}` (once for
   its retries); `compacted` / `compaction_failed` → `compaction{ended}` (reason from the
   trigger, or `err`); one still open when the turn ends is ended with an `err` before `done`.
