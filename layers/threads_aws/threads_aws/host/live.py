@@ -260,7 +260,9 @@ class Subscription:
                 view.fold.events, self.run_id, thread_id=self.thread_id, branch_id=self.branch_id
             )
         if first:
-            out += self._catch_up(events, mapper_kwargs(self.opts.format, view.fold, self.start))
+            out += self._catch_up(
+                events, mapper_kwargs(self.opts.format, view.fold, self.start, self.opts.cursor)
+            )
         else:
             for ev in events:
                 out += self._event(ev)
@@ -362,15 +364,16 @@ def _mapper_class(fmt: str) -> Any:
     return CrazeMapper if fmt == "craze" else AgUiMapper
 
 
-def mapper_kwargs(fmt: str, fold: Any, start: int) -> dict[str, Any]:
+def mapper_kwargs(fmt: str, fold: Any, start: int, cursor: int = 0) -> dict[str, Any]:
     """What a format's mapper takes from the thread beyond the run's own events: for craze the
     session's usage before the run (the fold's sums at the run's user_input, no re-read) and the
-    earlier turns a fresh connection gets replayed (`streams.craze_replay`, bounded)."""
+    earlier turns a fresh connection gets replayed (`streams.craze_replay`, bounded) — read only
+    when the connection's cursor (its seq part) is before the run: a resume gets no replay."""
     if fmt != "craze":
         return {}
     from ..streams.craze_replay import history_window
 
-    first = history_window(fold.inputs, start)
+    first = history_window(fold.inputs, start) if cursor < start else 0
     history = []
     if first:  # seq n is fold.events[n - 1]: the resolved chain is contiguous from 1
         span = range(first - 1, start - 1)
