@@ -102,6 +102,9 @@ def test_sign_in_start_a_note_run_approve_it_and_see_the_result(page: Any):
     approve.click()
     page.get_by_text("finished: idle").wait_for()
     expect(live).to_contain_text("Done: stored note")  # the demo model's reply after the tool
+    # every craze event rendered: a text event without text (a commit marker) adds nothing
+    expect(live).not_to_contain_text("undefined")
+    expect(live).not_to_contain_text("[object Object]")
     expect(waiting).to_be_hidden()
     shoot(page, "finished")
     # the thread is in the list, newest first, with its title and status
@@ -125,6 +128,10 @@ def test_a_question_answered_in_the_page_and_keyboard_only_sign_in(page: Any):
     page.get_by_role("button", name="Answer").click()
     page.get_by_text("finished: idle").wait_for()
     expect(page.get_by_role("list", name="Timeline")).to_contain_text("tea, please")
+    live = page.get_by_role("region", name="Live run")
+    expect(live.locator(".reply").last).not_to_be_empty()  # the reply after the answer
+    expect(live).not_to_contain_text("undefined")  # was "…tea, pleaseundefined" (a commit marker)
+    expect(live).not_to_contain_text("[object Object]")
 
 
 def test_deny_and_cancel_from_the_page(page: Any):
@@ -178,3 +185,160 @@ def test_cancel_a_working_run_from_the_page(page: Any):
     release(branch.group(1))  # the demo model answers; the worker then finds the cancel
     expect(page.get_by_text(re.compile(r"^finished: "))).to_be_visible(timeout=30_000)
     expect(page.get_by_role("list", name="Timeline")).to_contain_text("cancelled")
+
+
+# One event of every craze kind, in the shapes the host emits (zero values omitted: a `text`
+# without `text` is a response's commit marker after its deltas), each checked against the seed
+# schema before the page renders it.
+AT = "2026-01-01T00:00:00Z"
+EVERY_KIND: list[dict[str, Any]] = [
+    {"type": "replay", "replay": {"phase": "start"}},
+    {"type": "user", "text": "an earlier prompt", "replayed": True, "at": AT},
+    {"type": "text", "text": "an earlier reply", "replayed": True, "at": AT},
+    {
+        "type": "meta",
+        "state": {
+            "usage": {
+                "contextTokens": 0,
+                "contextWindow": 0,
+                "turn": {
+                    "input": 1,
+                    "output": 2,
+                    "reasoning": 0,
+                    "cacheRead": 0,
+                    "cacheCreation": 0,
+                    "costPicoUsd": 0,
+                    "unpriced": True,
+                },
+                "session": {
+                    "input": 3,
+                    "output": 4,
+                    "reasoning": 0,
+                    "cacheRead": 0,
+                    "cacheCreation": 0,
+                    "costPicoUsd": 0,
+                    "unpriced": True,
+                },
+            }
+        },
+    },
+    {"type": "replay", "replay": {"phase": "end"}},
+    {
+        "type": "turn",
+        "turn": {"id": "turn-1", "phase": "started", "text": "go", "origin": "submit"},
+        "at": AT,
+    },
+    {"type": "command", "command": {"pluginCommand": {"display": "/plan"}, "text": "make a plan"}},
+    {"type": "thought", "text": "thinking it over", "at": AT},
+    {"type": "text", "text": "Hello", "at": AT},
+    {"type": "text", "at": AT},  # the commit marker: printed "undefined" before
+    {"type": "todos", "todos": [{"id": "t1", "content": "wash", "status": "pending"}], "at": AT},
+    {
+        "type": "plan",
+        "plan": {
+            "id": "plan-5",
+            "name": "Laundry",
+            "plan": "- [ ] wash",
+            "todos": [{"id": "t1", "content": "wash", "status": "pending"}],
+        },
+        "at": AT,
+    },
+    {
+        "type": "ask",
+        "ask": {"id": "plan-5", "kind": "plan", "outcome": "answered", "by": "client", "accepted": True},
+        "at": AT,
+    },
+    {"type": "tool", "tool": {"id": "c1", "name": "note", "status": "pending", "toolName": "note"}, "at": AT},
+    {
+        "type": "permission",
+        "permission": {
+            "id": "ch1",
+            "tool": "note: x",
+            "options": [{"optionId": "grant", "name": "Allow", "kind": "allow_once"}],
+        },
+        "at": AT,
+    },
+    {
+        "type": "ask",
+        "ask": {
+            "id": "ch1",
+            "kind": "permission",
+            "outcome": "answered",
+            "by": "client",
+            "optionId": "grant",
+            "label": "Allow",
+        },
+        "at": AT,
+    },
+    {"type": "question", "question": {"id": "q", "questions": [{"id": "q1", "prompt": "why?"}]}, "at": AT},
+    {
+        "type": "ask",
+        "ask": {
+            "id": "q",
+            "kind": "question",
+            "outcome": "answered",
+            "by": "client",
+            "answers": {"q1": ["because"]},
+        },
+        "at": AT,
+    },
+    {"type": "user", "text": "be quick", "interjection": True, "at": AT},
+    {
+        "type": "subagent",
+        "subagent": {"id": "kid", "toolCallId": "c2", "subagentType": "demo", "status": "running"},
+        "subagentChange": "spawned",
+        "at": AT,
+    },
+    {"type": "user", "text": "the child's task", "agent": "kid", "at": AT},
+    {"type": "text", "text": "the child's own reply", "agent": "kid", "at": AT},
+    {"type": "compaction", "compaction": {"phase": "started", "reason": "auto"}, "at": AT},
+    {"type": "compaction", "compaction": {"phase": "ended", "reason": "auto"}, "at": AT},
+    {"type": "queue", "queue": {"id": "q1", "text": "later"}, "queueChange": "queued", "at": AT},
+    {"type": "foreign_turn", "foreignTurn": {"id": "f1", "text": "a wake", "running": True}, "at": AT},
+    {"type": "foreign_turn", "foreignTurn": {"id": "f1"}, "at": AT},
+    {"type": "meta", "state": {"reason": "retry_wait", "detail": "retrying at noon"}},
+    {"type": "meta", "mode": "default", "state": {"mode": "default"}, "at": AT},
+    {"type": "error", "err": {"message": "the model failed", "class": "provider", "code": 529}, "at": AT},
+    {"type": "done", "stopReason": "end_turn", "at": AT},
+    {"type": "turn", "turn": {"id": "turn-1", "phase": "ended", "stopReason": "end_turn"}, "at": AT},
+]
+
+
+def test_every_craze_kind_renders_without_undefined(page: Any):
+    from helpers.streams import craze_validator
+
+    v = craze_validator()
+    kinds = {d["type"] for d in EVERY_KIND}
+    assert kinds == set(v.schema["properties"]["type"]["enum"])  # every kind the schema has
+    for d in EVERY_KIND:
+        assert not [e.message for e in v.iter_errors(d)], d
+    sign_in(page)
+    text = page.evaluate(
+        """(events) => {
+            const live = document.createElement("section");
+            document.body.append(live);
+            const view = runView(live);
+            for (const ev of events) applyCraze(view, ev);
+            return live.textContent;
+        }""",
+        EVERY_KIND,
+    )
+    assert "undefined" not in text and "[object Object]" not in text and "null" not in text
+    for shown in (
+        "an earlier reply",
+        "Hello",
+        "thinking it over",
+        "Laundry",
+        "Plan accepted.",
+        "be quick",
+        "the child's task",
+        "Context compacted.",
+        "later",
+        "a wake",
+        "error: the model failed",
+        "session: 3 tokens in, 4 out",
+        "/plan make a plan",
+    ):
+        assert shown in text, shown
+    assert "the child's own reply" not in text  # a sub-agent's transcript is its own
+    assert "Hellothe" not in text and "Helloundefined" not in text

@@ -442,3 +442,16 @@ def test_result_and_status_messages_are_transient() -> None:
     assert [d["type"] for d in data] == ["error", "turn"] and all(o.id is None for o in outs)
     assert m.feed({"kind": "result", "run_id": "e1", "result": outcome}) == []  # ended once
     assert m.feed({"kind": "nonsense"}) == []
+
+
+def test_a_compaction_open_when_its_turn_ends_is_ended_first() -> None:
+    events = [
+        ev(1, "user_input", {"source": "api", "text": "x"}),
+        ev(2, "model_request", {"attempt": 1, "purpose": "compaction"}),
+        ev(3, "model_attempt_abandoned", {"request_event_id": "e2", "reason": "error"}),
+        ev(4, "model_request", {"attempt": 2, "purpose": "compaction"}),  # its retry: no second start
+        ev(5, "turn_completed", {"reason": "cancelled"}),
+    ]
+    data = check_craze(mapped(events))
+    assert types_of(data) == ["turn", "compaction", "compaction", "done", "turn"]
+    assert data[2]["compaction"] == {"phase": "ended", "err": "the turn ended first"}

@@ -406,7 +406,7 @@ def assert_asks_paired(data: list[dict[str, Any]]) -> None:
     opened: dict[str, str] = {}
     ended: set[str] = set()
     for d in data:
-        if d["type"] in ("permission", "question"):
+        if d["type"] in ("permission", "question", "plan"):
             ask_id = d[d["type"]]["id"]
             assert ask_id not in opened
             opened[ask_id] = d["type"]

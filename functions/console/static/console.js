@@ -342,44 +342,142 @@ function runView(live) {
   const tools = h("ul", { class: "tools", "aria-label": "Tools" });
   const todos = h("ul", { class: "todos", "aria-label": "To-dos" });
   const state = h("p", { class: "state", role: "status" }, "connecting…");
+  const usage = h("p", { class: "meta usage" });
   live.hidden = false;
-  live.replaceChildren(h("h2", {}, "Live run"), state, text, tools, todos);
-  return { text, tools, todos, state, rows: new Map(), entry: null };
+  live.replaceChildren(h("h2", {}, "Live run"), state, text, tools, todos, usage);
+  return { text, tools, todos, state, usage, rows: new Map(), entry: null, thought: null, skipReplay: false };
+}
+
+// Every craze kind the seed schema has (craze-mapping.md §1). Absent members are normal (zero
+// values are omitted on the wire: a `text` without `text` is a commit marker), so nothing here
+// prints a member it has not checked: `str` turns a missing one into "".
+const str = (v) => (typeof v === "string" ? v : typeof v === "number" ? String(v) : "");
+
+function line(view, cls, ...kids) {
+  const el = h("p", { class: cls }, ...kids);
+  view.text.append(el);
+  view.entry = null;
+  view.thought = null;
+  return el;
 }
 
 function applyCraze(view, ev) {
+  if (ev.replayed && view.skipReplay) return; // this view already shows the thread's history
+  const replayed = ev.replayed ? " replayed" : "";
   switch (ev.type) {
-    case "turn":
-      if (ev.turn.phase === "started") {
-        view.entry = h("p", { class: "reply" });
-        view.text.append(h("p", { class: "prompt" }, ev.turn.text || ""), view.entry);
+    case "replay":
+      if (ev.replay && ev.replay.phase === "start") {
+        view.skipReplay = view.text.childElementCount > 0;
+        if (!view.skipReplay) line(view, "meta", "Earlier in this thread:");
+      } else {
+        if (!view.skipReplay) line(view, "meta", "Now:");
+        view.skipReplay = false;
       }
+      break;
+    case "turn":
+      if (ev.turn && ev.turn.phase === "started") {
+        line(view, "prompt", str(ev.turn.text));
+        view.entry = h("p", { class: "reply" });
+        view.text.append(view.entry);
+      }
+      break;
+    case "user":
+      if (ev.agent) line(view, `prompt agent${replayed}`, `task for ${ev.agent}: `, str(ev.text));
+      else line(view, `prompt${replayed}`, ev.interjection ? "(mid-turn) " : "", str(ev.text));
       break;
     case "text":
-      if (!ev.agent) {
-        if (!view.entry) { view.entry = h("p", { class: "reply" }); view.text.append(view.entry); }
-        view.entry.append(ev.text);
+    case "thought": {
+      const chunk = str(ev.text);
+      if (!chunk || ev.agent) break; // a commit marker, or a sub-agent's own transcript
+      const key = ev.type === "text" ? "entry" : "thought";
+      if (!view[key]) {
+        view[key] = h("p", { class: (ev.type === "text" ? "reply" : "thought") + replayed });
+        view.text.append(view[key]);
+        if (ev.type === "thought") view.entry = null;
       }
+      view[key].append(chunk);
+      if (ev.type === "text") view.thought = null;
       break;
+    }
     case "tool": {
-      const t = ev.tool;
+      const t = ev.tool || {};
       let row = view.rows.get(t.id);
       if (!row) { row = h("li", {}); view.rows.set(t.id, row); view.tools.append(row); }
       const busy = t.status === "pending" || t.status === "in_progress";
-      row.className = `tool t-${t.status}`;
+      row.className = `tool t-${str(t.status)}`;
       row.replaceChildren(h("span", { class: busy ? "spin" : "dot", "aria-hidden": "true" }),
-        h("strong", {}, t.name || t.toolName), " ", t.title || "", " ", h("em", {}, t.status));
+        h("strong", {}, str(t.name) || str(t.toolName) || "tool"), " ", str(t.title), " ", h("em", {}, str(t.status)));
       view.entry = null; // text after a tool is a new paragraph
+      view.thought = null;
+      break;
+    }
+    case "subagent": {
+      const a = ev.subagent || {};
+      const key = `agent:${str(a.id)}`;
+      let row = view.rows.get(key);
+      if (!row) { row = h("li", {}); view.rows.set(key, row); view.tools.append(row); }
+      row.className = `tool t-${str(a.status)}`;
+      row.replaceChildren(h("span", { class: a.status === "running" ? "spin" : "dot", "aria-hidden": "true" }),
+        h("strong", {}, "agent"), " ", str(a.subagentType) || str(a.id), " ", h("em", {}, str(a.status)));
       break;
     }
     case "todos":
-      view.todos.replaceChildren(...(ev.todos || []).map((t) => h("li", { class: `todo ${t.status}` },
-        t.status === "completed" ? "✓ " : t.status === "in_progress" ? "▸ " : "○ ", t.content)));
+      view.todos.replaceChildren(...(ev.todos || []).map((t) => h("li", { class: `todo ${str(t.status)}` },
+        t.status === "completed" ? "✓ " : t.status === "in_progress" ? "▸ " : "○ ", str(t.content))));
       break;
+    case "plan": {
+      const p = ev.plan || {};
+      line(view, "plan", h("strong", {}, str(p.name) || "Plan"), str(p.overview) ? ` — ${str(p.overview)}` : "",
+        h("br"), str(p.plan));
+      view.state.textContent = "plan proposed: leave plan mode to accept it";
+      break;
+    }
     case "permission": view.state.textContent = "waiting for your approval"; break;
     case "question": view.state.textContent = "waiting for your answer"; break;
-    case "error": view.state.textContent = `error: ${ev.err || ""}`; break;
-    default: break;
+    case "ask": {
+      const a = ev.ask || {};
+      if (a.kind === "plan") line(view, "meta", a.accepted ? "Plan accepted." : `Plan ${str(a.outcome).replace("_", " ")}.`);
+      if (a.outcome === "answered") view.state.textContent = "working…";
+      break;
+    }
+    case "command": {
+      const c = ev.command || {};
+      const pc = c.pluginCommand || {};
+      line(view, "prompt", str(pc.display) || str(pc.qualified) || str(c.path), " ", str(c.text));
+      break;
+    }
+    case "queue": {
+      const q = ev.queue || {};
+      line(view, "meta", `queued (${str(ev.queueChange) || "queued"}): `, str(q.text));
+      break;
+    }
+    case "compaction": {
+      const c = ev.compaction || {};
+      if (c.phase === "started") view.state.textContent = "compacting the context…";
+      else line(view, "meta", c.err ? `Compaction failed: ${str(c.err)}` : "Context compacted.");
+      break;
+    }
+    case "foreign_turn": {
+      const f = ev.foreignTurn || {};
+      if (f.running) line(view, "prompt", str(f.text) || str(f.reason));
+      break;
+    }
+    case "meta": {
+      const st = ev.state || {};
+      if (st.reason === "retry_wait") view.state.textContent = str(st.detail) || "retrying";
+      if (st.usage && st.usage.session) {
+        const u = st.usage.session;
+        view.usage.textContent = `session: ${Number(u.input) || 0} tokens in, ${Number(u.output) || 0} out`;
+      }
+      if (str(st.mode)) view.usage.dataset.mode = st.mode;
+      break;
+    }
+    case "error": {
+      const e = ev.err || {};
+      view.state.textContent = `error: ${str(e.message) || str(e.class) || "the run failed"}`;
+      break;
+    }
+    default: break; // done: the follow loop reports the end
   }
 }
 

@@ -13,6 +13,15 @@ from typing import Any
 
 from .errors import LogError
 
+# The usage fields the fold sums per field (model_response.usage; each int or null).
+USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+)
+
 
 @dataclass(slots=True)
 class Call:
@@ -185,6 +194,11 @@ class FoldState:
     usage_in: int = 0
     usage_out: int = 0
     usage_unknown: int = 0
+    # every usage field's sum over the chain's responses (a field past 2^53-1 stops adding), and
+    # those sums as they stood at each user_input (seq → USAGE_FIELDS order): a run's stream
+    # reports the session's spend before the run from here, without re-reading the log
+    usage_sums: list[int] = field(default_factory=lambda: [0] * len(USAGE_FIELDS))
+    usage_at_input: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def _bad(self, seq: int, message: str, code: str = "invalid_transition") -> LogError:
         return LogError(code, seq, message)

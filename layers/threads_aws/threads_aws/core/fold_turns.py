@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fold_state import FoldState, Turn
+from .fold_state import USAGE_FIELDS, FoldState, Turn
 
 MAX_INT = (1 << 53) - 1
 
@@ -25,6 +25,7 @@ class TurnRules(FoldState):
         self.turn = Turn(opener=ev, principal=ev["actor"].get("principal"))
         self.budget_blocked = False
         self.inputs.append(seq)
+        self.usage_at_input[seq] = tuple(self.usage_sums)
 
     def _on_steer(self, ev: dict[str, Any], seq: int, d: dict[str, Any]) -> None:
         if self.handed_off:
@@ -82,6 +83,10 @@ class TurnRules(FoldState):
         if d["stop_reason"] == "max_tokens" and self.purpose_of(d["request_event_id"]) == "turn":
             self.turn.truncations += 1
         usage = d["usage"]
+        for k, name in enumerate(USAGE_FIELDS):
+            v = usage.get(name)
+            if isinstance(v, int) and self.usage_sums[k] + v <= MAX_INT:
+                self.usage_sums[k] += v
         i, o = usage["input_tokens"], usage["output_tokens"]
         # Sums of the known values per field; a response with either field null counts as
         # unknown once. One whose known counts would take either sum past 2^53-1 adds neither.

@@ -260,7 +260,9 @@ class Subscription:
                 view.fold.events, self.run_id, thread_id=self.thread_id, branch_id=self.branch_id
             )
         if first:
-            out += self._catch_up(events)
+            out += self._catch_up(
+                events, mapper_kwargs(self.opts.format, view.fold, self.start, self.opts.cursor)
+            )
         else:
             for ev in events:
                 out += self._event(ev)
@@ -279,7 +281,7 @@ class Subscription:
         return head, rows
 
     # ------------------------------------------------------------------ messages
-    def _catch_up(self, events: list[dict[str, Any]]) -> list[bytes]:
+    def _catch_up(self, events: list[dict[str, Any]], kw: dict[str, Any]) -> list[bytes]:
         """The first tick: state from every event of the run, output after the cursor."""
         self._caught_up = True
         for ev in events:
@@ -287,7 +289,7 @@ class Subscription:
         if self.opts.format == "native":
             out = [event_message(ev) for ev in events if ev["seq"] > self.cursor]
         else:
-            self.mapper, outs = _mapper_class(self.opts.format).resumed(events, self.opts.raw_cursor)
+            self.mapper, outs = _mapper_class(self.opts.format).resumed(events, self.opts.raw_cursor, **kw)
             out = [_frame(o) for o in outs]
         if events:
             self.cursor = max(self.cursor, events[-1]["seq"])
@@ -360,6 +362,23 @@ def _mapper_class(fmt: str) -> Any:
     from ..streams import AgUiMapper, CrazeMapper
 
     return CrazeMapper if fmt == "craze" else AgUiMapper
+
+
+def mapper_kwargs(fmt: str, fold: Any, start: int, cursor: int = 0) -> dict[str, Any]:
+    """What a format's mapper takes from the thread beyond the run's own events: for craze the
+    session's usage before the run (the fold's sums at the run's user_input, no re-read) and the
+    earlier turns a fresh connection gets replayed (`streams.craze_replay`, bounded) — read only
+    when the connection's cursor (its seq part) is before the run: a resume gets no replay."""
+    if fmt != "craze":
+        return {}
+    from ..streams.craze_replay import history_window
+
+    first = history_window(fold.inputs, start) if cursor < start else 0
+    history = []
+    if first:  # seq n is fold.events[n - 1]: the resolved chain is contiguous from 1
+        span = range(first - 1, start - 1)
+        history = [fold.events[i] for i in span if fold.known[i]]
+    return {"session_before": fold.usage_at_input.get(start, ()), "history": history}
 
 
 def _frame(o: Any) -> bytes:

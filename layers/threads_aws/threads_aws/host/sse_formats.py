@@ -36,7 +36,7 @@ def subscribe(
     monotonic: Callable[[], float] = time.monotonic,
 ) -> bytes:
     from ..streams import AgUiMapper, CrazeMapper
-    from .live import _frame
+    from .live import _frame, mapper_kwargs
 
     rec, start = host.run_start(principal, thread_id, run_id)
     deadline = monotonic() + window.wait_ms / 1000
@@ -56,7 +56,9 @@ def subscribe(
                 if mapper is None:
                     run = list(_run_events(events, view.fold.known, start, 0))
                     cls = CrazeMapper if fmt == "craze" else AgUiMapper
-                    mapper, outs = cls.resumed(run, raw_cursor)
+                    mapper, outs = cls.resumed(
+                        run, raw_cursor, **mapper_kwargs(fmt, view.fold, start, _seq_of(raw_cursor))
+                    )
                 else:
                     run = list(_run_events(events, view.fold.known, start, cursor))
                     outs = [o for ev in run for o in mapper.feed({"kind": "event", "event": ev})]
@@ -86,3 +88,11 @@ def subscribe(
             out.append(retry_message(window.retry_ms))
             return b"".join(out)
         sleep(min(window.poll_ms / 1000, max(0.0, deadline - monotonic())))
+
+
+def _seq_of(raw_cursor: str | None) -> int:
+    """The seq part of a mapper cursor (0: none, or not one: the mapper replays from the start)."""
+    from ..streams import parse_cursor
+
+    cursor = parse_cursor(raw_cursor)
+    return 0 if cursor is None else cursor.seq

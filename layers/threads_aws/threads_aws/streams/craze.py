@@ -4,7 +4,9 @@ stateful mapper (see `frames` for ordering, ids and resume).
 Order of a run: `turn{started, text: <prompt>}` → the session's events → the asks' endings →
 `done` or `error` → `turn{ended}`. The events' shapes are `craze_wire`'s (closed seed schema,
 keys in its order, zero values omitted); `at` = the log event's `time` (RFC 3339, UTC). The asks
-(permissions, questions, unknown effects) are `craze_asks`' half of the mapper.
+(permissions, questions, unknown effects, plans) are `craze_asks`' half of the mapper, sub-agents
+and compaction `craze_session`'s; a fresh connection to a run continuing a thread first gets
+the thread's earlier turns as a replay bracket (`craze_replay`, the `preamble`).
 
 Mapping (craze-mapping.md §3, with these choices):
 - turns: `turn-<seq of the user_input>` (stable whatever part of the log a mapper was fed),
@@ -26,8 +28,9 @@ Mapping (craze-mapping.md §3, with these choices):
   (reject_once). A grant's ending waits for the next event, because the remembered rule
   (`permission_rule_added`) is committed right after the grant.
 - `ask_user`: its park opens `question{id: call_id}` (questions `q1`, options `o1…`); the
-  answered result ends it with `answers` (a free-text answer matches no option: `{q1: []}`; the
-  text itself is the tool row's output).
+  answered result ends it with `answers`: the chosen option ids, or for a question without
+  options the typed text as the one entry (`{q1: ["tea, please"]}`: craze has no free-text
+  slot, and an entry that is no option id of the question can only be the text).
 - an effect whose outcome is unknown parks; unlike the proposal (nothing), it opens a
   `permission{id: effect key}` with options `assume_done` / `assume_not_done`, so a craze
   client can drive `POST …/parked/{effect_key}/resolve`; a human resolution answers it, any
@@ -42,35 +45,59 @@ Mapping (craze-mapping.md §3, with these choices):
   A run the host failed without a `turn_completed` ends from its `result` (no id).
 - state: `settings_changed` → `meta{state:{model: "<provider>/<name>", config}}` (model params
   as config options); `mode_changed` → `meta{state:{mode}}`, plus top-level `mode` when the
-  agent caused it; each model response's usage → `meta{state:{usage}}` (turn and stream sums,
-  `unpriced` — a run stream has no price table).
+  agent caused it; each model response's usage (compaction's included) → `meta{state:{usage}}`:
+  `turn` sums this turn, `session` the thread's whole chain (the sums before the run come from
+  the fold, `session_before`, so a thread's second run reports the session's figure, not its
+  own); `unpriced` — a run stream has no price table.
 - `retry_wait` status → a transient `meta{state:{reason: retry_wait, detail}}` (report-only
   strings), so a watching client sees why the run stalls.
 - subagents: `agent_spawned` / `agent_finished` → `subagent{spawned|finished}` rows and the spawn
-  call's row as a task (`task.agentId`, status, duration, receipt).
-- compaction: a `purpose: compaction` request → `compaction{started, reason: auto}`;
-  `compacted` / `compaction_failed` → `compaction{ended}` (reason from the trigger, or `err`).
+  call's row as a task (`task.agentId`, status, duration, receipt); the child's task prompt as
+  `user{agent: <child id>}` right after `spawned`.
+- plans: no `exit_plan_mode` tool exists here, so this host's plan is a todo list the agent
+  writes in plan mode (the mode as the call's `permission_decision` or a `mode_changed` showed
+  it): `plan{id: plan-<seq>}` after the `todos`, accepted (`accepted: true`) when an operator
+  leaves plan mode, else ended with the turn; a newer list supersedes it.
+- not emitted, for want of a situation: `command` (no plugin command or skill expands a prompt
+  here), `queue` (no input is queued: a second run on a busy thread is refused), `foreign_turn`.
+- compaction: a `purpose: compaction` request → `compaction{started, reason: auto}` (once for
+  its retries); `compacted` / `compaction_failed` → `compaction{ended}` (reason from the
+  trigger, or `err`); one still open when the turn ends is ended with an `err` before `done`.
 - nothing for: thread_started, tool_call's repeat, hook decisions, effect commits, resumed,
   cancelled, retries and abandoned attempts, heartbeats, snapshots, forks, channels, schedules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import craze_wire as w
 from . import tools as t
 from .craze_asks import Asks, Rules
+from .craze_replay import replay
+from .craze_session import Session
 from .craze_wire import TERMINAL, craze_event
 from .event_data import as_list, engine_rules, input_text, obj, summary
-from .frames import JsonObj, Mapper, rfc3339
+from .frames import JsonObj, Mapper, Out, rfc3339
 from .text import Deltas, remainders
 
 
-class CrazeMapper(Asks, Mapper):
-    def __init__(self, *, suggested_rules: Rules | None = None) -> None:
+class CrazeMapper(Asks, Session, Mapper):
+    def __init__(
+        self,
+        *,
+        suggested_rules: Rules | None = None,
+        session_before: Sequence[int] = (),
+        history: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """`session_before`: the thread's usage sums before this run's user_input, in the fold's
+        USAGE_FIELDS order (`Fold.usage_at_input[start]`), so `usage.session` is the session's.
+        `history`: the thread's known events before the run (from `craze_replay.history_window`),
+        replayed to a connection that has seen nothing of the run (`preamble`)."""
         super().__init__()
+        self._session_before = tuple(session_before)
+        self._history = history
         self._rules = suggested_rules or engine_rules
         self.turn_id: str | None = None
         self.rows: dict[str, JsonObj] = {}  # call id → its row as last published (no `at`)
@@ -82,9 +109,19 @@ class CrazeMapper(Asks, Mapper):
         self.cancelling = False
         self.budget: Mapping[str, Any] | None = None
         self.http_status = 0
-        self.spend_turn, self.spend_all = w.zero_spend(), w.zero_spend()
+        self.spend_turn, self.spend_all = w.zero_spend(), w.spend_of(session_before)
         self.children: dict[str, JsonObj] = {}  # child thread id → its subagent row
+        self.compacting = False  # a compaction started and not yet ended
+        self.mode: str | None = None  # the permission mode, as the log last showed it
+        self.turn_text = ""  # the turn's committed reply so far (a plan's overview)
         self._at: str | None = None
+
+    def preamble(self, seen: list[Out]) -> list[Out]:
+        """A connection that has seen nothing of a run continuing a thread first gets the
+        session's history as a replay bracket (`craze_replay`); no ids: never resent."""
+        if seen or not self._history:
+            return []
+        return [Out(d) for d in replay(self._history, self._session_before)]
 
     # ------------------------------------------------------------------ emit helpers
     def _out(self, type: str, **fields: Any) -> None:
@@ -149,6 +186,7 @@ class CrazeMapper(Asks, Mapper):
             self._end_turn("cancelled", None, synthetic=True)
         self.turn_id = f"turn-{ev['seq']}"
         self.spend_turn = w.zero_spend()
+        self.turn_text = ""
         turn = {"id": self.turn_id, "phase": "started", "text": input_text(d), "origin": "submit"}
         self._out("turn", turn=w.clean(turn))
 
@@ -158,7 +196,8 @@ class CrazeMapper(Asks, Mapper):
     def _ev_model_request(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         rid = str(ev.get("event_id"))
         held = self.deltas.request(rid, str(d.get("purpose", "turn")))
-        if not self.deltas.is_turn(rid):
+        if not self.deltas.is_turn(rid) and not self.compacting:  # a retried request: still one
+            self.compacting = True
             self._out("compaction", compaction={"phase": "started", "reason": "auto"})
         for text, offset, thinking in held:
             self._on_delta(rid, text, offset, thinking)
@@ -167,6 +206,7 @@ class CrazeMapper(Asks, Mapper):
         rid = str(d.get("request_event_id"))
         shown = self.deltas.close(rid)
         if not self.deltas.is_turn(rid):
+            self._usage(d.get("usage"))  # a compaction's spend is the turn's and the session's too
             return
         content = [p for p in as_list(d.get("content")) if isinstance(p, dict)]
         texts = iter(
@@ -178,6 +218,7 @@ class CrazeMapper(Asks, Mapper):
         for i, part in enumerate(content):
             kind = part.get("type")
             if kind == "text":
+                self.turn_text += str(part.get("text", ""))
                 rest = next(texts)
                 if part.get("text"):
                     self._out("text", text=rest)
@@ -224,6 +265,9 @@ class CrazeMapper(Asks, Mapper):
         for call_id, row in list(self.rows.items()):
             if row.get("status") not in TERMINAL and row.get("contentText") != "deferred":
                 self._publish(call_id, status="cancelled")
+        if self.compacting:  # every started gets an ended, at the latest with its turn
+            self.compacting = False
+            self._out("compaction", compaction={"phase": "ended", "err": "the turn ended first"})
         if err is None:
             self._out("done", stopReason=stop)
             turn = {"id": self.turn_id, "phase": "ended", "stopReason": stop, "synthetic": synthetic}
@@ -272,6 +316,8 @@ class CrazeMapper(Asks, Mapper):
 
     def _ev_permission_decision(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         call_id = str(d.get("call_id"))
+        if isinstance(d.get("mode"), str):
+            self.mode = d["mode"]
         if d.get("decision") == "allow":
             self._publish(call_id, status="in_progress")
         elif d.get("decision") == "deny":
@@ -325,7 +371,9 @@ class CrazeMapper(Asks, Mapper):
         self._publish(call_id, status=status, output=output or None, contentText=keep)
 
     def _ev_todos_updated(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        self._out("todos", todos=w.todos(d.get("todos")))
+        todos = w.todos(d.get("todos"))
+        self._out("todos", todos=todos)
+        self._plan_from_todos(int(ev["seq"]), todos)
 
     # ------------------------------------------------------------------ state
     def _ev_settings_changed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
@@ -333,52 +381,9 @@ class CrazeMapper(Asks, Mapper):
 
     def _ev_mode_changed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
         mode = str(d.get("to"))
+        if d.get("from") == "plan" and mode != "plan":
+            self._plan_accepted()
+        self.mode = mode
         actor = obj(ev.get("actor"))
         agent_initiated = actor.get("kind") not in ("user", "approver")
         self._out("meta", mode=mode if agent_initiated else None, state={"mode": mode})
-
-    # ------------------------------------------------------------------ subagents, compaction
-    def _ev_agent_spawned(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        child, call_id = str(d.get("child_thread_id")), str(d.get("call_id"))
-        background = d.get("mode") == "background"
-        row = {
-            "id": child,
-            "toolCallId": call_id,
-            "subagentType": str(d.get("agent_name")),
-            "status": "running",
-        }
-        row.update(w.clean({"startedAt": self._at, "background": background, "time": ev.get("time")}))
-        self.children[child] = row
-        self._out("subagent", subagent=w.subagent(row), subagentChange="spawned")
-        task = w.clean({"agentId": child, "subagentType": row["subagentType"], "background": background})
-        self._publish(call_id, task=task, kind="task")
-
-    def _ev_agent_finished(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        child = str(d.get("child_thread_id"))
-        row = self.children.pop(child, {"id": child})
-        status = {"budget_exhausted": "failed"}.get(str(d.get("status")), str(d.get("status")))
-        row["status"] = status
-        if d.get("status") == "budget_exhausted":
-            row["error"] = "budget exhausted"
-        usage = obj(d.get("usage"))
-        row["tokensUsed"] = sum(
-            v for v in (usage.get("input_tokens"), usage.get("output_tokens")) if isinstance(v, int)
-        )
-        started, now = row.get("time"), ev.get("time")
-        duration = now - started if isinstance(started, int) and isinstance(now, int) else 0
-        row.update(w.clean({"endedAt": self._at, "durationMs": max(duration, 0)}))
-        self._out("subagent", subagent=w.subagent(row), subagentChange="finished")
-        call_id = row.get("toolCallId")
-        if isinstance(call_id, str) and call_id in self.rows:
-            task = dict(self.rows[call_id].get("task", {}))
-            task.update(w.clean({"status": status, "durationMs": row.get("durationMs"), "receipt": True}))
-            self._publish(call_id, task=task)
-
-    def _ev_compacted(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        reason = {"threshold": "auto", "reactive": "overflow", "manual": "manual"}.get(
-            str(d.get("trigger")), "auto"
-        )
-        self._out("compaction", compaction={"phase": "ended", "reason": reason})
-
-    def _ev_compaction_failed(self, ev: Mapping[str, Any], d: Mapping[str, Any]) -> None:
-        self._out("compaction", compaction={"phase": "ended", "err": f"{d.get('stage')}: {d.get('reason')}"})

@@ -3,7 +3,10 @@
 remember:<rule>, deny); a grant's ending waits for the next event (the remembered rule,
 `permission_rule_added`, is committed right after it); an `ask_user` park opens
 `question{id: call_id}`, its answered result ends it; an effect whose outcome is unknown opens
-`permission{id: effect key}` (assume_done / assume_not_done). `_end_ask` closes any of them."""
+`permission{id: effect key}` (assume_done / assume_not_done); a todo list written in plan mode
+opens `plan{id: plan-<seq>}` (this host's plan: no exit_plan_mode tool exists, so the plan is the
+agent's todo list under plan mode, its overview the turn's reply so far), accepted when an
+operator leaves plan mode, else ended with the turn. `_end_ask` closes any of them."""
 
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ class Asks:
     grant: tuple[str, JsonObj] | None
     options: dict[str, list[JsonObj]]
     _rules: Rules
+    mode: str | None
+    turn_text: str
 
     def _out(self, type: str, **fields: Any) -> None:
         raise NotImplementedError  # CrazeMapper's
@@ -84,14 +89,42 @@ class Asks:
             label = f"Did {t.label_of(name, args)} take effect?"
             self._out("permission", permission={"id": ask_id, "tool": label, "options": options})
 
+    def _plan_from_todos(self, seq: int, todos: list[JsonObj]) -> None:
+        """A todo list written in plan mode is the agent's plan: it opens `plan{id: plan-<seq>}`
+        (a newer list supersedes an open one: that one ends `cancelled` by `call`)."""
+        if self.mode != "plan" or not todos:
+            return
+        for ask_id, kind in list(self.asks.items()):
+            if kind == "plan":
+                self._end_ask(ask_id, "plan", outcome="cancelled", by="call")
+        plan_id = f"plan-{seq}"
+        self.asks[plan_id] = "plan"
+        self._out("plan", plan=w.plan(plan_id, self.turn_text, todos))
+
+    def _plan_accepted(self) -> None:
+        """Leaving plan mode (an operator's `mode_changed`) accepts the open plan."""
+        for ask_id, kind in list(self.asks.items()):
+            if kind == "plan":
+                self._end_ask(ask_id, "plan", outcome="answered", by="client", accepted=True)
+
     def _end_question(self, call_id: str, answer: str) -> None:
         chosen = w.chosen_options(self.inputs.get(call_id, ("ask_user", {}))[1], answer)
         self._end_ask(call_id, "question", outcome="answered", by="client", answers={"q1": chosen})
 
     def _end_ask(
-        self, ask_id: str, kind: str, *, outcome: str, by: str, option: str | None = None, answers: Any = None
+        self,
+        ask_id: str,
+        kind: str,
+        *,
+        outcome: str,
+        by: str,
+        option: str | None = None,
+        answers: Any = None,
+        accepted: bool = False,
     ) -> None:
         self.asks.pop(ask_id, None)
         options = self.options.get(ask_id, [])
         ask = w.ask(ask_id, kind, outcome=outcome, by=by, option=option, answers=answers, options=options)
+        if accepted:
+            ask["accepted"] = True
         self._out("ask", ask=ask)

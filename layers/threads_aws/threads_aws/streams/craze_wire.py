@@ -6,9 +6,10 @@ rows, questions, asks, usage and model state in the schema's shapes. Pure: no st
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..core.ask_user import norm
 from .event_data import as_list, budget_message, obj
 from .frames import JsonObj
 
@@ -91,14 +92,29 @@ def question(call_id: str, args: Mapping[str, Any]) -> JsonObj:
     )
 
 
+def plan(plan_id: str, overview: str, todos: list[JsonObj]) -> JsonObj:
+    """A plan ask's opening: the todo list as a markdown checklist, named by the overview's
+    first markdown heading (else "Plan", as craze's native)."""
+    heading = next((ln.lstrip("#").strip() for ln in overview.splitlines() if ln.startswith("#")), "")
+    marks = {"completed": "x", "cancelled": "-"}
+    body = "\n".join(f"- [{marks.get(str(t['status']), ' ')}] {t['content']}" for t in todos)
+    return clean(
+        {"id": plan_id, "name": heading or "Plan", "overview": overview.strip(), "plan": body, "todos": todos}
+    )
+
+
 def chosen_options(args: Mapping[str, Any], answer: str) -> list[str]:
-    """The option ids an answer (one per line) picked; a free-text answer matches none."""
+    """An answer's `answers` list: the option ids it picked (one per line; options match by the
+    §ask_user rule), or, for a question without options, the free text itself as the one entry
+    (craze has no free-text slot: an entry that is no option id of the question is the typed
+    text — `{q1: []}` would say "nothing chosen" and lose it). A line that matches no option
+    (the answer route refuses those) is kept as text too, never dropped."""
     opts = [str(o) for o in as_list(args.get("options")) if isinstance(o, str)]
-    folded = [o.strip().casefold() for o in opts]
+    if not opts:
+        return [answer] if answer else []
+    folded = [norm(o) for o in opts]
     return [
-        f"o{folded.index(a.strip().casefold()) + 1}"
-        for a in answer.split("\n")
-        if a.strip().casefold() in folded
+        f"o{folded.index(norm(a)) + 1}" if norm(a) in folded else a for a in answer.split("\n") if a.strip()
     ]
 
 
@@ -162,6 +178,15 @@ def turn_error(
 
 def zero_spend() -> JsonObj:
     return {k: (False if k == "unpriced" else 0) for k in SPEND_KEYS}
+
+
+def spend_of(sums: Sequence[int]) -> JsonObj:
+    """A spend from usage sums in USAGE_KEYS order (the fold's USAGE_FIELDS); unpriced when any."""
+    spend = zero_spend()
+    for (key, _), v in zip(USAGE_KEYS, sums, strict=False):
+        spend[key] = int(v)
+    spend["unpriced"] = any(sums)
+    return spend
 
 
 def add_spend(spend: JsonObj, usage: Mapping[str, Any]) -> None:
