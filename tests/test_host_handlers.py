@@ -61,6 +61,7 @@ NOT_ROUTES = (
     "tool_example",
     "sandbox_exec",
     "deferred_call",
+    "sweeper",
 )
 
 
@@ -130,6 +131,12 @@ def test_sandbox_exec_sample():
 def test_run_step_sample(env):
     out = load_handler("run_step")(sample("run_step"), CONTEXT)
     assert "batchItemFailures" in out
+
+
+def test_sweeper_sample(env):
+    """The scheduled pass over an empty deployment: nothing to delete, its counts all zero."""
+    out = load_handler("sweeper")(sample("sweeper"), CONTEXT)
+    assert out == dict.fromkeys(out, 0) and "expired" in out and "objects_deleted" in out
 
 
 def test_deferred_call_sample(env):
