@@ -26,6 +26,7 @@ BODIES = (
     "CancelRequest",
     "StopRequest",
     "RedactRequest",
+    "UpdateThreadRequest",
 )
 _HOST = Path(__file__).resolve().parents[2] / "layers" / "threads_aws" / "threads_aws" / "host"
 OUT = _HOST / "_bodies.py"
