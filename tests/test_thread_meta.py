@@ -287,3 +287,21 @@ def test_filter_params_parse_every_filter():
     assert f == ThreadFilter("idle", "demo", {"a.b": "1"}, 5, 9, "x")
     assert f.filtered()
     assert not ThreadFilter(status="idle", updated_after=1).filtered()
+
+
+def test_backfill_lists_rows_written_before_the_indexes(host, aws):
+    from threads_aws.store.thread_backfill import backfill
+
+    old = start(host, text="Old thread")
+    new = start(host, text="new one")
+    table = aws.resources.state_table
+    key = {"pk": {"S": f"THREAD#{old['thread_id']}"}, "sk": {"S": "META"}}
+    # the row as an older host wrote it: none of the listing's index keys
+    aws.ddb.update_item(
+        TableName=table, Key=key, UpdateExpression="REMOVE act_sk, status_pk, agent_pk, title_fold"
+    )
+    assert ids(host) == [new["thread_id"]]
+    assert backfill(aws.ddb, table) == 1
+    assert ids(host) == [new["thread_id"], old["thread_id"]]
+    assert ids(host, status="in_turn", agent="scripted", title_contains="old") == [old["thread_id"]]
+    assert backfill(aws.ddb, table) == 0  # nothing left to do
