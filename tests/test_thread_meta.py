@@ -265,6 +265,8 @@ def test_routes_over_http(aws, monkeypatch):
         ({"updated_after": "-1"}, "updated_after"),
         ({"metadata[bad key]": "v"}, "metadata"),
         ({"title_contains": ""}, "title_contains"),
+        ({"metadata[k]": "v" * 129}, "metadata[k]"),
+        ({f"metadata[k{i}]": "v" for i in range(5)}, "at most 4 pairs"),
     ]:
         out = api(_event("GET", "/v1/threads", q, None, "acme"), "listThreads")
         body = json.loads(out["body"])

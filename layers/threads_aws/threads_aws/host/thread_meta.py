@@ -8,9 +8,10 @@ value is a string of at most VALUE_MAX characters. Every check runs before anyth
 written (a merge past MAX_KEYS is refused whole); another tenant's thread is not_found.
 
 `GET /v1/threads` filters (each optional, all combined with AND): `status` (a ThreadStatus),
-`agent`, `metadata[key]=value` (up to MAX_KEYS pairs), `updated_after` / `updated_before`
-(ms, exclusive, against the last status change: the listing's order), `title_contains`
-(a case-insensitive substring of the title, 1..TITLE_MAX characters). Which of them are index
+`agent`, `metadata[key]=value` (up to MAX_FILTER_PAIRS pairs, values up to FILTER_VALUE_MAX),
+`updated_after` / `updated_before` (ms, exclusive, against the last status change: the
+listing's order), `title_contains` (a case-insensitive substring of the title, 1..TITLE_MAX
+characters). Which of them are index
 reads and which are filtered reads: `store.thread_query`. A bad value is invalid_request naming
 the parameter, before anything is read.
 """
@@ -27,6 +28,9 @@ from .errors import bad_param, invalid
 
 TITLE_MAX = 256
 MAX_KEYS = 16
+# a listing's request line stays within API Gateway's 10,240 bytes, whatever the characters
+MAX_FILTER_PAIRS = 4
+FILTER_VALUE_MAX = 128
 VALUE_MAX = 512
 AGENT_MAX = 128
 KEY_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
@@ -89,11 +93,11 @@ def filter_params(query: Mapping[str, str]) -> ThreadFilter:
             continue
         if not KEY_RE.fullmatch(m.group(1)):
             raise bad_param("query parameter metadata[key]: a key is 1..64 of A-Za-z0-9_.:-")
-        if len(value) > VALUE_MAX:
-            raise bad_param(f"query parameter {name} must be at most {VALUE_MAX} characters")
+        if len(value) > FILTER_VALUE_MAX:
+            raise bad_param(f"query parameter {name} must be at most {FILTER_VALUE_MAX} characters")
         metadata[m.group(1)] = value
-    if len(metadata) > MAX_KEYS:
-        raise bad_param(f"query parameter metadata: at most {MAX_KEYS} pairs")
+    if len(metadata) > MAX_FILTER_PAIRS:
+        raise bad_param(f"query parameter metadata: at most {MAX_FILTER_PAIRS} pairs")
     return ThreadFilter(
         status=status,
         agent=agent,
