@@ -307,3 +307,19 @@ def test_backfill_lists_rows_written_before_the_indexes(host, aws):
     assert ids(host) == [new["thread_id"], old["thread_id"]]
     assert ids(host, status="in_turn", agent="scripted", title_contains="old") == [old["thread_id"]]
     assert backfill(aws.ddb, table) == 0  # nothing left to do
+
+
+def test_concurrent_patches_lose_no_key(host, aws):
+    tid = start(host)["thread_id"]
+    raced = []
+
+    def race(params: Any, **_: Any) -> None:
+        # another PATCH lands between this one's read and its write (once)
+        if not raced and b"meta_rev" in params.get("body", b""):
+            raced.append(True)
+            host.update_thread(ALICE, tid, {"metadata": {"b": "2"}})
+
+    aws.ddb.meta.events.register("before-call.dynamodb.UpdateItem", race)
+    row = host.update_thread(ALICE, tid, {"metadata": {"a": "1"}})
+    assert raced and row["metadata"] == {"a": "1", "b": "2"}
+    assert host.index.get_thread("acme", tid).meta_rev == 2
