@@ -157,7 +157,7 @@ def query_threads(
         req["ExclusiveStartKey"] = last
     page = [ThreadRecord.from_item(i) for i in items[:limit]]
     if len(items) > limit:
-        return page, page[-1].cursor
+        return page, items[limit - 1]["act_sk"]["S"]  # the index's own key of the last row
     return page, resume
 
 
