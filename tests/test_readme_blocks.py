@@ -55,6 +55,7 @@ RUN = (
     "Python client",
     "Run subscriptions",
     "Schedules",
+    "Listing threads",
 )
 NOT_RUN = {
     "Local state": "no command block",
@@ -93,7 +94,12 @@ OUTPUT = {
     ("Try it", "| tee events"): ['"status":"parked"', "awaiting_approval"],
     ("Try it", '"decision":"grant"'): ['"event_id"'],
     ("Try it", "Last-Event-ID: $LAST"): ['"type":"approval_granted"', '"status":"completed"'],
-    ("A 5-minute tour", "newest first"): ["todo: mi"],
+    ("A 5-minute tour", "latest activity first"): ["todo: mi"],
+    ("Listing threads", "PATCH: title and metadata"): ["Offsite 2027", "quarter=q3", "team=events"],
+    ("Listing threads", "filtered reads: metadata pair"): ["Offsite 2027"],
+    ("Listing threads", "null removes a key"): ['"metadata":{"team":"events"}', '"title":"Offsite 2027"'],
+    ("Listing threads", "metadata%5Bteam%5D=events"): ['"title":"Offsite 2027"'],
+    ("Listing threads", "another tenant: not_found"): ['"code":"not_found"'],
     ("A 5-minute tour", '"recall: my colour"'): ["blue", "completed"],
     ("A 5-minute tour", "its timeline"): ["todos: 2 item", "turn completed"],
     ("A 5-minute tour", "approve $T --follow"): ["completed"],

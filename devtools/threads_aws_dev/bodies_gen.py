@@ -26,6 +26,7 @@ BODIES = (
     "CancelRequest",
     "StopRequest",
     "RedactRequest",
+    "UpdateThreadRequest",
 )
 _HOST = Path(__file__).resolve().parents[2] / "layers" / "threads_aws" / "threads_aws" / "host"
 OUT = _HOST / "_bodies.py"
@@ -53,10 +54,20 @@ def generate(schemas_dir: Path | None = None) -> str:
     )
 
 
+# Keywords the code generator has no rule for, each checked by the route itself instead:
+# UpdateThreadRequest.metadata's key pattern (`host.thread_meta.patch_body`).
+_HOST_CHECKED = ("propertyNames",)
+
+
 def _without_extensions(node: object) -> object:
-    """The schemas without `x-*` annotations (`x-threads-aws: ours` marks our additions)."""
+    """The schemas without `x-*` annotations (`x-threads-aws: ours` marks our additions), nor
+    the keywords the host checks itself (_HOST_CHECKED)."""
     if isinstance(node, dict):
-        return {k: _without_extensions(v) for k, v in node.items() if not k.startswith("x-")}
+        return {
+            k: _without_extensions(v)
+            for k, v in node.items()
+            if not k.startswith("x-") and k not in _HOST_CHECKED
+        }
     if isinstance(node, list):
         return [_without_extensions(v) for v in node]
     return node

@@ -124,6 +124,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_index_backfill(args: argparse.Namespace) -> int:
+    from .cli import CliError
+
+    table = os.environ.get("STATE_TABLE")
+    if not table:
+        raise CliError("the store is not configured: set STATE_TABLE")
+    import boto3
+    from threads_aws.store.thread_backfill import backfill
+
+    print(f"thread rows given the listing's index keys: {backfill(boto3.client('dynamodb'), table)}")
+    return 0
+
+
 def add_tenant_parser(top: Any) -> None:
     from .cli import _nonneg_int
 
@@ -146,3 +159,8 @@ def add_tenant_parser(top: Any) -> None:
         "--grace-ms", type=_nonneg_int, metavar="MS", help="objects younger than this stay (default: a day)"
     )
     p.set_defaults(func=cmd_sweep)
+    p = top.add_parser(
+        "index-backfill",
+        help="operator: once after upgrading, list the threads written before the listing's indexes",
+    )
+    p.set_defaults(func=cmd_index_backfill)

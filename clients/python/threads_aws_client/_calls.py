@@ -3,7 +3,7 @@ status. One function per operationId; `Client` and `AsyncClient` send them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ._core import Call, new_idempotency_key, seg
@@ -18,6 +18,8 @@ from .types import (
     ScheduleDeleted,
     ThreadDetail,
     ThreadList,
+    ThreadStatus,
+    ThreadSummary,
     Timeline,
 )
 
@@ -241,10 +243,45 @@ def openapi() -> Call[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ listing (ours)
-def threads(*, limit: int | None = None, before: str | None = None) -> Call[ThreadList]:
-    """listThreads: GET /v1/threads (a page of the tenant's threads, newest first; `Link:
-    rel="next"` names the next)."""
-    return Call.get("/v1/threads", {"limit": limit, "before": before})
+def threads(
+    *,
+    limit: int | None = None,
+    before: str | None = None,
+    status: ThreadStatus | None = None,
+    agent: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    updated_after: int | None = None,
+    updated_before: int | None = None,
+    title_contains: str | None = None,
+) -> Call[ThreadList]:
+    """listThreads: GET /v1/threads (a page of the tenant's threads, most recent activity first;
+    `Link: rel="next"` names the next, filters included). Filters combine with AND: `metadata`
+    pairs are sent as `metadata[key]=value`; `updated_after`/`updated_before` are ms."""
+    params: dict[str, Any] = {
+        "limit": limit,
+        "before": before,
+        "status": status,
+        "agent": agent,
+        "updated_after": updated_after,
+        "updated_before": updated_before,
+        "title_contains": title_contains,
+    }
+    params.update({f"metadata[{k}]": v for k, v in (metadata or {}).items()})
+    return Call.get("/v1/threads", params)
+
+
+def update_thread(
+    thread_id: str, *, title: str | None = None, metadata: Mapping[str, str | None] | None = None
+) -> Call[ThreadSummary]:
+    """updateThread: PATCH /v1/threads/{thread_id} (ours; the updated list row). `title`
+    replaces the title; `metadata` is merged (a None value removes its key). At most 16 keys
+    after the merge, keys 1..64 of A-Za-z0-9_.:-, values up to 512 characters, title 1..256."""
+    body: dict[str, Any] = {}
+    if title is not None:
+        body["title"] = title
+    if metadata is not None:
+        body["metadata"] = dict(metadata)
+    return Call.patch(_thread(thread_id), body)
 
 
 def thread(thread_id: str) -> Call[ThreadDetail]:
@@ -283,5 +320,6 @@ OPERATIONS: dict[str, str] = {
     "deleteSchedule": "delete_schedule",
     "listThreads": "threads",
     "getThread": "thread",
+    "updateThread": "update_thread",
     "deleteThread": "delete_thread",
 }

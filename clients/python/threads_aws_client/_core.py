@@ -101,6 +101,12 @@ class Call(Generic[R]):
         return cls("DELETE", path, ok=ok, idempotent=True)
 
     @classmethod
+    def patch(cls, path: str, body: Any) -> Call[Any]:
+        # A PATCH here sets values (a title, metadata keys): sending it twice leaves the same.
+        raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        return cls("PATCH", path, body=raw, headers={"Content-Type": "application/json"}, idempotent=True)
+
+    @classmethod
     def post(
         cls,
         path: str,

@@ -4,7 +4,7 @@ for retries and stream resume; a test keeps the two sets of signatures equal).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, cast, overload
 
 import httpx
@@ -28,7 +28,7 @@ from ._core import (
 from ._methods import async_method
 from ._streams import StreamState
 from .aio_stream import AsyncEventStream, AsyncRunStream
-from .types import Appended, ForkPoint, ThreadList, Timeline
+from .types import Appended, ForkPoint, ThreadList, ThreadStatus, Timeline
 
 __all__ = ["AsyncClient", "AsyncEventStream", "AsyncRunStream"]
 
@@ -247,12 +247,36 @@ class AsyncClient:
     schedules = async_method(_calls.schedules)
     delete_schedule = async_method(_calls.delete_schedule)
     delete_thread = async_method(_calls.delete_thread)
+    update_thread = async_method(_calls.update_thread)
 
     # -------------------------------------------------------------- listing (ours)
     threads = async_method(_calls.threads)
 
-    def thread_pages(self, *, limit: int | None = None) -> AsyncIterator[ThreadList]:
-        return cast("AsyncIterator[ThreadList]", self.pages(_calls.threads(limit=limit)))
+    def thread_pages(
+        self,
+        *,
+        limit: int | None = None,
+        status: ThreadStatus | None = None,
+        agent: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        updated_after: int | None = None,
+        updated_before: int | None = None,
+        title_contains: str | None = None,
+    ) -> AsyncIterator[ThreadList]:
+        return cast(
+            "AsyncIterator[ThreadList]",
+            self.pages(
+                _calls.threads(
+                    limit=limit,
+                    status=status,
+                    agent=agent,
+                    metadata=metadata,
+                    updated_after=updated_after,
+                    updated_before=updated_before,
+                    title_contains=title_contains,
+                )
+            ),
+        )
 
     thread = async_method(_calls.thread)
 

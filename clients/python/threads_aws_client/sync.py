@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal, cast, overload
 
 import httpx
@@ -27,7 +27,7 @@ from ._core import (
 from ._methods import method
 from ._streams import StreamState
 from .sync_stream import EventStream, RunStream
-from .types import Appended, ForkPoint, ThreadList, Timeline
+from .types import Appended, ForkPoint, ThreadList, ThreadStatus, Timeline
 
 __all__ = ["Client", "EventStream", "RunStream"]
 
@@ -260,13 +260,38 @@ class Client:
     schedules = method(_calls.schedules)
     delete_schedule = method(_calls.delete_schedule)
     delete_thread = method(_calls.delete_thread)
+    update_thread = method(_calls.update_thread)
 
     # -------------------------------------------------------------- listing (ours)
     threads = method(_calls.threads)
 
-    def thread_pages(self, *, limit: int | None = None) -> Iterator[ThreadList]:
-        """The tenant's threads page by page, newest first, following `Link: rel="next"`."""
-        return cast("Iterator[ThreadList]", self.pages(_calls.threads(limit=limit)))
+    def thread_pages(
+        self,
+        *,
+        limit: int | None = None,
+        status: ThreadStatus | None = None,
+        agent: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        updated_after: int | None = None,
+        updated_before: int | None = None,
+        title_contains: str | None = None,
+    ) -> Iterator[ThreadList]:
+        """The tenant's threads page by page, most recent activity first, following `Link:
+        rel="next"` (the filters ride along: `threads`)."""
+        return cast(
+            "Iterator[ThreadList]",
+            self.pages(
+                _calls.threads(
+                    limit=limit,
+                    status=status,
+                    agent=agent,
+                    metadata=metadata,
+                    updated_after=updated_after,
+                    updated_before=updated_before,
+                    title_contains=title_contains,
+                )
+            ),
+        )
 
     thread = method(_calls.thread)
 

@@ -81,6 +81,7 @@ class ThreadSummary(TypedDict):
     main_branch_id: str
     agent: NotRequired[str]
     title: NotRequired[str]
+    metadata: NotRequired[dict[str, str]]  # an app's labels (PATCH); absent when empty
     created_at: int
     last_activity_at: int
     status: ThreadStatus
@@ -128,6 +129,7 @@ class ThreadDetail(TypedDict):
     main_branch_id: str
     agent: NotRequired[str]
     title: NotRequired[str]
+    metadata: NotRequired[dict[str, str]]
     created_at: int
     last_activity_at: int
     status: ThreadStatus

@@ -34,6 +34,8 @@ class Exprs(Nodes):
         return self.consts[src]
 
     def frozen(self, items: Any, prefix: str = "K") -> str:
+        if not items:  # `frozenset({})` is a set of a dict's keys to a type checker: say str
+            return self.const("frozenset[str]()", prefix)
         return self.const("frozenset({" + ", ".join(repr(x) for x in sorted(items)) + "})", prefix)
 
     @staticmethod

@@ -138,9 +138,29 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _pairs(items: list[str]) -> dict[str, str]:
+    """`--meta KEY=VALUE` flags as a map (a usage error names the flag)."""
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise Refused(f"--meta takes KEY=VALUE, not {item!r}", EXIT_USAGE)
+        out[key] = value
+    return out
+
+
 @guarded
 def cmd_threads(args: argparse.Namespace) -> int:
-    """The tenant's threads, newest first: one page (`--limit`), or every page with `--all`."""
+    """The tenant's threads, most recent activity first: one page (`--limit`), or every page
+    with `--all`; the filters as `GET /v1/threads` takes them."""
+    filters: dict[str, Any] = {
+        "status": args.status,
+        "agent": args.agent,
+        "metadata": _pairs(args.meta) or None,
+        "title_contains": args.search,
+        "updated_after": args.updated_after,
+        "updated_before": args.updated_before,
+    }
     with client_of(args) as client:
         if not client.has_operation("listThreads"):
             raise Refused(
@@ -148,19 +168,42 @@ def cmd_threads(args: argparse.Namespace) -> int:
                 EXIT_NOT_SERVED,
             )
         if args.all:
-            rows = [t for page in client.thread_pages(limit=args.limit) for t in page["threads"]]
+            rows = [t for page in client.thread_pages(limit=args.limit, **filters) for t in page["threads"]]
         else:
-            rows = list(client.threads(limit=args.limit)["threads"])
+            rows = list(client.threads(limit=args.limit, **filters)["threads"])
     if args.json:
         print_json(console_of(args), {"threads": rows})
         return EXIT_OK
     from .render import threads_table
 
     console = console_of(args)
-    if not rows:
+    if not rows and any(v is not None for v in filters.values()):
+        console.print("no thread matches these filters", style="dim", highlight=False)
+    elif not rows:
         console.print('no threads yet: start one with `threads-aws run "..."`', style="dim", highlight=False)
     else:
         console.print(threads_table(rows))
+    return EXIT_OK
+
+
+@guarded
+def cmd_label(args: argparse.Namespace) -> int:
+    """A thread's title and metadata: `--title`, `--meta KEY=VALUE`, `--unset KEY`."""
+    metadata: dict[str, str | None] = {**_pairs(args.meta), **dict.fromkeys(args.unset)}
+    if args.title is None and not metadata:
+        raise Refused("say what to set: --title, --meta KEY=VALUE or --unset KEY", EXIT_USAGE)
+    with client_of(args) as client:
+        if not client.has_operation("updateThread"):
+            raise Refused(
+                "thread labels are not available on this host (PATCH /v1/threads/{id} is not served)",
+                EXIT_NOT_SERVED,
+            )
+        row = client.update_thread(args.thread, title=args.title, metadata=metadata or None)
+    if args.json:
+        print_json(console_of(args), row)
+        return EXIT_OK
+    labels = ", ".join(f"{k}={v}" for k, v in sorted(row.get("metadata", {}).items())) or "no metadata"
+    console_of(args).print(f"{row['thread_id']}: {row.get('title', '(untitled)')} · {labels}", markup=False)
     return EXIT_OK
 
 

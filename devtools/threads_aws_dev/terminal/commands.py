@@ -82,9 +82,29 @@ def add_people_parsers(top: argparse._SubParsersAction) -> None:  # type: ignore
     p = add("show", "cmd_show", "print a thread's timeline")
     _thread(p)
 
-    p = add("threads", "cmd_threads", "list the tenant's threads, newest first")
+    p = add("threads", "cmd_threads", "list the tenant's threads, most recent activity first")
     p.add_argument("--limit", type=int, help="at most this many (a page; default 50)")
     p.add_argument("--all", action="store_true", help="every page")
+    p.add_argument(
+        "--status", choices=("idle", "in_turn", "parked", "cancelled", "inspection_only"), help="only these"
+    )
+    p.add_argument("--agent", help="only this agent's threads")
+    p.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only threads labelled so (repeatable)",
+    )
+    p.add_argument("--search", metavar="TEXT", help="only threads whose title contains TEXT (any case)")
+    p.add_argument("--updated-after", type=int, metavar="MS", help="last activity after this (epoch ms)")
+    p.add_argument("--updated-before", type=int, metavar="MS", help="last activity before this (epoch ms)")
+
+    p = add("label", "cmd_label", "set a thread's title or metadata (PATCH /v1/threads/{id})")
+    _thread(p, branch=False)
+    p.add_argument("--title", help="the thread's new title")
+    p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE", help="set a key (repeatable)")
+    p.add_argument("--unset", action="append", default=[], metavar="KEY", help="remove a key (repeatable)")
 
     for name, func, what in (("approve", "cmd_approve", "grant"), ("deny", "cmd_deny", "deny")):
         p = add(name, func, f"{what} a pending approval (the only one, or CHALLENGE)")

@@ -100,6 +100,7 @@ class Activity(Protocol):
         at: int,
         title: str | None,
         agent: str | None = None,
+        tenant: str | None = None,
     ) -> Companion: ...
 
     def record_activity(self, companion: Companion) -> None: ...
@@ -261,7 +262,9 @@ class Writer:
                 break
         at = self.clock() if now is None else now
         agent = (view.fold.started or {}).get("agent_name")  # its retention (`store.retention`)
-        return self.activity.activity(view.thread_id, view.branch_id, status, at, title, agent)
+        return self.activity.activity(
+            view.thread_id, view.branch_id, status, at, title, agent, tenant=view.record.tenant
+        )
 
 
 def _advanced(rec: BranchRecord, seq: int, hash_: str, epoch: int) -> BranchRecord:

@@ -38,6 +38,8 @@ _K30 = frozenset({'reason'})
 _RE31 = re.compile('[A-Za-z0-9_.-]{1,128}')
 _K32 = frozenset({'end', 'start'})
 _K33 = frozenset({'call_id', 'match', 'part', 'spans'})
+_K34 = frozenset[str]()
+_K35 = frozenset({'metadata', 'title'})
 
 
 def _ok_1(x):
@@ -716,6 +718,39 @@ def validate_StopRequest(x):
     return x
 
 
+def validate_UpdateThreadRequest(x):
+    if not (isinstance(x, dict)):
+        raise SchemaError('', 'must be object')
+    n105 = 0
+    if 'metadata' in x:
+        n105 += 1
+        v106 = x['metadata']
+        if not (isinstance(v106, dict)):
+            raise SchemaError('.metadata', 'must be object')
+        if len(v106) > 16:
+            raise SchemaError('.metadata', 'must contain at most 16 properties')
+        for k107, v108 in v106.items():
+            if k107 not in _K34:
+                if not ((isinstance(v108, str) or v108 is None) and (not isinstance(v108, str) or len(v108) <= 512)):
+                    if not (isinstance(v108, str) or v108 is None):
+                        raise SchemaError(f".metadata.{k107}", 'must be null or string')
+                    raise SchemaError(f".metadata.{k107}", 'must be shorter than or equal to 512 characters')
+    if 'title' in x:
+        n105 += 1
+        v109 = x['title']
+        if not (isinstance(v109, str) and v109 and len(v109) <= 256):
+            if not isinstance(v109, str):
+                raise SchemaError('.title', 'must be string')
+            if not v109:
+                raise SchemaError('.title', 'must be longer than or equal to 1 characters')
+            raise SchemaError('.title', 'must be shorter than or equal to 256 characters')
+    if len(x) != n105:
+        raise SchemaError('', 'must not contain ' + str(sorted(set(x) - _K35)) + ' properties')
+    if len(x) < 1:
+        raise SchemaError('', 'must contain at least 1 properties')
+    return x
+
+
 BODY_VALIDATORS = {
     'StartRunRequest': validate_StartRunRequest,
     'ApprovalDecision': validate_ApprovalDecision,
@@ -728,4 +763,5 @@ BODY_VALIDATORS = {
     'CancelRequest': validate_CancelRequest,
     'StopRequest': validate_StopRequest,
     'RedactRequest': validate_RedactRequest,
+    'UpdateThreadRequest': validate_UpdateThreadRequest,
 }

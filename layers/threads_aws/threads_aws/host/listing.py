@@ -1,32 +1,32 @@
 """Listing (ours, add-only: `x-threads-aws: ours` in the served contract): a tenant's threads,
-newest first, and one thread's summary.
+most recent activity first, filtered; one thread's summary; its title and metadata (PATCH).
 
-`GET /v1/threads` reads the thread index only (`store.index`: one gsi1 query backwards and one
-BatchGetItem of the status branches' heads per page), never a log: its cost is the page's, not
-the tenant's. Each row's status is the one its last status-changing append recorded
-(`Writer`'s activity companion); `GET /v1/threads/{thread_id}` is exact: it folds each branch
-(the cached views every control uses) for its status, open approvals and questions, usage and
-cost.
+`GET /v1/threads` reads the thread index only (`store.thread_query`: one query of an activity
+index backwards and one BatchGetItem of the status branches' heads per page), never a log: its
+cost is the page's, not the tenant's. The filters and the PATCH body: `host.thread_meta`. Each
+row's status is the one its last status-changing append recorded (`Writer`'s activity
+companion); `GET /v1/threads/{thread_id}` is exact: it folds each branch (the cached views every
+control uses) for its status, open approvals and questions, usage and cost.
 
 Paging: `limit` (1..MAX_LIMIT, default DEFAULT_LIMIT) and `before` (the cursor of the previous
 page's last thread). A page that stops before the end says where the rest is with
-`Link: <threads?before=C&limit=L>; rel="next"`, relative to the request's URL, like the
-timeline. A malformed value is invalid_request.
+`Link: <threads?before=C&limit=L[&filters]>; rel="next"`, relative to the request's URL, like
+the timeline. A malformed value is invalid_request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlencode
 
 from ..core import projections
 from ..core.errors import LogError
 from ..core.fold import Fold
 from ..store.branches import BranchRecord
 from ..store.index import ThreadRecord, valid_cursor
+from ..store.thread_query import MetadataFull, ThreadFilter
 from .base import HIDDEN, NOT_RUNNABLE, HostBase
-from .errors import bad_param
+from .errors import bad_param, invalid, not_found
 from .principal import Principal
 
 DEFAULT_LIMIT = 50
@@ -47,12 +47,6 @@ def list_params(query: Mapping[str, str]) -> tuple[int, str | None]:
     return limit, before
 
 
-def next_link(before: str | None, limit: int) -> dict[str, str]:
-    if before is None:
-        return {}
-    return {"Link": f'<threads?{urlencode({"before": before, "limit": limit})}>; rel="next"'}
-
-
 def _row(t: ThreadRecord, last_activity: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "thread_id": t.thread_id,
@@ -66,6 +60,8 @@ def _row(t: ThreadRecord, last_activity: int) -> dict[str, Any]:
         out["agent"] = t.agent
     if t.title is not None:
         out["title"] = t.title
+    if t.metadata:
+        out["metadata"] = dict(t.metadata)
     return out
 
 
@@ -116,12 +112,28 @@ def _composition(host: HostBase, main_id: str, branches: list[BranchRecord]) -> 
 
 class Listing(HostBase):
     def threads(
-        self, principal: Principal, limit: int, before: str | None
+        self, principal: Principal, limit: int, before: str | None, filters: ThreadFilter | None = None
     ) -> tuple[dict[str, Any], str | None]:
         """One page of the tenant's threads, and the next page's cursor (None: the last page)."""
-        page, cursor = self.index.list_threads(principal.tenant, limit=limit, before=before)
+        page, cursor = self.index.list_threads(principal.tenant, limit=limit, before=before, filters=filters)
         last = self.index.last_activity(page) if page else {}
         return {"threads": [_row(t, last.get(t.thread_id, t.status_at)) for t in page]}, cursor
+
+    def update_thread(self, principal: Principal, thread_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PATCH: set the title, merge the metadata (`host.thread_meta`); the updated list row."""
+        from .thread_meta import MAX_KEYS, patch_body
+
+        title, metadata = patch_body(body)
+        try:
+            t = self.index.update_meta(
+                principal.tenant, thread_id, title=title, metadata=metadata, max_keys=MAX_KEYS
+            )
+        except MetadataFull as exc:
+            raise invalid(f"body.metadata: {exc}") from None
+        if t is None:
+            raise not_found(f"thread {thread_id} not found")
+        last = self.index.last_activity([t])
+        return _row(t, last.get(t.thread_id, t.status_at))
 
     def thread(self, principal: Principal, thread_id: str) -> dict[str, Any]:
         t = self._thread(principal, thread_id)

@@ -70,11 +70,12 @@ def _subscribe(h: Host, r: Request) -> dict[str, Any]:
 
 
 def _list_threads(h: Host, r: Request) -> dict[str, Any]:
-    from . import listing
+    from . import listing, thread_meta
 
     limit, before = listing.list_params(r.query)
-    page, cursor = h.threads(r.who(), limit, before)
-    return response(200, page, listing.next_link(cursor, limit))
+    filters = thread_meta.filter_params(r.query)  # a bad filter is refused before any read
+    page, cursor = h.threads(r.who(), limit, before, filters)
+    return response(200, page, thread_meta.next_link(cursor, limit, filters))
 
 
 def _cancel(h: Host, r: Request) -> dict[str, Any]:
@@ -210,6 +211,11 @@ ROUTES: dict[str, tuple[frozenset[str], Call]] = {
     # ours: listing (issue 13 §1)
     "listThreads": (_codes("invalid_request"), _list_threads),
     "getThread": (_codes(), lambda h, r: response(200, h.thread(r.who(), r.thread_id))),
+    # ours: a thread's title and metadata (issue 18 §6)
+    "updateThread": (
+        _codes("invalid_request"),
+        lambda h, r: response(200, h.update_thread(r.who(), r.thread_id, r.json("UpdateThreadRequest"))),
+    ),
     # ours: thread deletion (issue 17 §1)
     "deleteThread": (_codes("busy"), _delete_thread),
 }

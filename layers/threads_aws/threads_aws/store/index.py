@@ -8,6 +8,13 @@ Items (pk, sk):
   ``status_at`` (the fold status of the branch whose status changed last).
 - ``THREAD#<thread_id>`` / ``BRANCH#<branch_id>``: membership of a branch in its thread.
 
+Three sparse indexes hold META items only (each keyed by ``act_sk`` =
+``<status_at:016d>#<thread_id>``: the thread's last status change, its "last activity" order):
+``threads_activity`` (hash gsi1pk, the tenant's), ``threads_status`` (hash ``status_pk``: tenant and
+status) and ``threads_agent`` (hash ``agent_pk``: tenant and agent). `store.thread_query` reads
+them for `GET /v1/threads`; ``metadata`` (a small string map) and ``title_fold`` (the title,
+casefolded, for its text match) are set by `PATCH /v1/threads/{id}` (`store.thread_query`).
+
 Both are written in the transaction that creates a branch (`store.branches`). The summary moves
 with the appends that change a branch's status: `activity` is their companion (an unconditional
 Update of META, so it can never fail the append it rides with), built by the Writer, which knows
@@ -26,8 +33,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -39,6 +46,7 @@ from .retention import Retention
 
 if TYPE_CHECKING:
     from .branches import Branches, BranchRecord
+    from .thread_query import ThreadFilter
 
 #: The META row's retention deadline (epoch seconds). Deliberately not the StateTable's TTL
 #: attribute `ttl`: DynamoDB would delete the row with no `busy` check; the sweeper deletes the
@@ -46,6 +54,9 @@ if TYPE_CHECKING:
 RETAIN_UNTIL = "retain_until"
 
 THREAD_PREFIX = "THREAD#"
+ACTIVITY_INDEX = "threads_activity"
+STATUS_INDEX = "threads_status"
+AGENT_INDEX = "threads_agent"
 MEMBER_PREFIX = "BRANCH#"
 
 
@@ -59,6 +70,19 @@ def membership_key(thread_id: str, branch_id: str) -> Item:
 
 def tenant_gsi_pk(tenant: str) -> str:
     return f"TENANT#{tenant}"
+
+
+def status_index_pk(tenant: str, status: str) -> str:
+    # JSON keeps the pair unambiguous whatever characters a tenant or agent name holds
+    return "STATUS#" + json.dumps([tenant, status], separators=(",", ":"))
+
+
+def agent_index_pk(tenant: str, agent: str) -> str:
+    return "AGENT#" + json.dumps([tenant, agent], separators=(",", ":"))
+
+
+def activity_sk(at: int, thread_id: str) -> str:
+    return f"{at:016d}#{thread_id}"
 
 
 TITLE_CHARS = 120  # of the first prompt, for a list row
@@ -76,11 +100,13 @@ class ThreadRecord:
     status: str = "idle"
     status_branch_id: str = ""  # "" until a status change names one: the main branch
     status_at: int = 0
+    metadata: dict[str, str] = field(default_factory=dict)
+    meta_rev: int = 0  # PATCH's optimistic version (`store.thread_query.update_meta`)
 
     @property
     def cursor(self) -> str:
-        """This thread's place in its tenant's list (the gsi1 sort key)."""
-        return f"{self.created_at:016d}#{self.thread_id}"
+        """This thread's place in its tenant's list, by last activity (the ``act_sk`` key)."""
+        return activity_sk(self.status_at, self.thread_id)
 
     @classmethod
     def from_item(cls, item: Item) -> ThreadRecord:
@@ -95,6 +121,8 @@ class ThreadRecord:
             status=s_of(item, "status") or "idle",
             status_branch_id=s_of(item, "status_branch_id") or item["main_branch_id"]["S"],
             status_at=n_of(item, "status_at") or created,
+            metadata={k: v["S"] for k, v in item.get("metadata", {}).get("M", {}).items()},
+            meta_rev=n_of(item, "meta_rev") or 0,
         )
 
 
@@ -151,11 +179,15 @@ def thread_item(
         "created_at": {"N": str(created_at)},
         "gsi1pk": S(tenant_gsi_pk(tenant)),
         "gsi1sk": S(f"{created_at:016d}#{thread_id}"),
+        "act_sk": S(activity_sk(created_at, thread_id)),
+        "status_pk": S(status_index_pk(tenant, status or "idle")),  # from_item's default
     }
     if summary.agent is not None:
         item["agent"] = S(summary.agent)
+        item["agent_pk"] = S(agent_index_pk(tenant, summary.agent))
     if summary.title is not None:
         item["title"] = S(summary.title)
+        item["title_fold"] = S(summary.title.casefold())
     if status is not None:
         item["status"] = S(status)
         item["status_branch_id"] = S(main_branch_id)
@@ -190,22 +222,29 @@ def activity_update(
     at: int,
     title: str | None = None,
     ttl_s: int | None = None,
+    tenant: str | None = None,
 ) -> Item:
     """The TransactItem recording a branch's new fold status on its thread's row (and the title,
     if the thread has none yet: a thread started by a channel gets it from its first message).
     Unconditional: it never fails the append it commits with. With a retention, it also moves
-    the row's DynamoDB TTL (``ttl``, epoch seconds: `at` + the retention, `store.retention`)."""
+    the row's DynamoDB TTL (``ttl``, epoch seconds: `at` + the retention, `store.retention`).
+    With the `tenant`, the row moves in the listing's indexes too (``act_sk``, ``status_pk``)."""
     e = Expr()
     sets = [
         f"{e.n('status')} = {e.v(S(status))}",
         f"{e.n('status_branch_id')} = {e.v(S(branch_id))}",
         f"{e.n('status_at')} = {e.v(N(at))}",
     ]
+    if tenant is not None:
+        sets.append(f"{e.n('act_sk')} = {e.v(S(activity_sk(at, thread_id)))}")
+        sets.append(f"{e.n('status_pk')} = {e.v(S(status_index_pk(tenant, status)))}")
     if ttl_s is not None:
         sets.append(f"{e.n(RETAIN_UNTIL)} = {e.v(N(ttl_s))}")
     if title is not None:
         t = e.n("title")
         sets.append(f"{t} = if_not_exists({t}, {e.v(S(title))})")
+        tf = e.n("title_fold")  # a PATCHed title is kept: both only where there is none yet
+        sets.append(f"{tf} = if_not_exists({tf}, {e.v(S(title.casefold()))})")
     return {
         "Update": e.apply(
             {"TableName": table, "Key": thread_key(thread_id), "UpdateExpression": "SET " + ", ".join(sets)}
@@ -289,34 +328,39 @@ class ThreadIndex:
         return ThreadRecord.from_item(item)
 
     def list_threads(
-        self, tenant: str, *, limit: int = 50, before: str | None = None
+        self,
+        tenant: str,
+        *,
+        limit: int = 50,
+        before: str | None = None,
+        filters: ThreadFilter | None = None,
     ) -> tuple[list[ThreadRecord], str | None]:
-        """A tenant's threads, newest first (gsi1 read backwards, eventually consistent: a thread
-        created a moment ago may be missing for a moment). `before` is the previous page's cursor
-        (`ThreadRecord.cursor`). Returns (page, the next page's cursor or None)."""
+        """A tenant's threads, most recent activity first (`store.thread_query`: which index
+        each filter reads; eventually consistent: a thread changed a moment ago may show its
+        change a moment later). `before` is the previous page's cursor (`ThreadRecord.cursor`).
+        Returns (page, the next page's cursor or None)."""
+        from .thread_query import ThreadFilter, query_threads
+
         if before is not None and not valid_cursor(before):
             raise ValueError(f"malformed thread cursor {before!r}")
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "gsi1",
-            "KeyConditionExpression": "gsi1pk = :p",
-            "ExpressionAttributeValues": {":p": S(tenant_gsi_pk(tenant))},
-            "ScanIndexForward": False,
-            # one more than asked: a page that fills exactly knows there is no next one
-            "Limit": limit + 1,
-        }
-        if before:
-            kwargs["KeyConditionExpression"] += " AND gsi1sk < :b"
-            kwargs["ExpressionAttributeValues"][":b"] = S(before)
-        items: list[Item] = []
-        while len(items) <= limit:
-            out = self.ddb.query(**kwargs)
-            items.extend(out.get("Items", []))
-            if not out.get("LastEvaluatedKey"):
-                break
-            kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
-        page = [ThreadRecord.from_item(i) for i in items[:limit]]
-        return page, (page[-1].cursor if len(items) > limit and page else None)
+        f = filters or ThreadFilter()
+        return query_threads(self.ddb, self.table, tenant, f, limit=limit, before=before)
+
+    def update_meta(
+        self,
+        tenant: str,
+        thread_id: str,
+        *,
+        title: str | None = None,
+        metadata: Mapping[str, str | None] | None = None,
+        max_keys: int = 16,
+    ) -> ThreadRecord | None:
+        """PATCH's write (`store.thread_query.update_meta`): None if no such thread here."""
+        from .thread_query import update_meta
+
+        return update_meta(
+            self.ddb, self.table, tenant, thread_id, title=title, metadata=metadata, max_keys=max_keys
+        )
 
     def last_activity(self, threads: Sequence[ThreadRecord]) -> dict[str, int]:
         """thread_id → ms of its last append: the status branch's head ``updated_at`` (set by
@@ -336,12 +380,14 @@ class ThreadIndex:
         at: int,
         title: str | None,
         agent: str | None = None,
+        tenant: str | None = None,
     ) -> Companion:
         """The companion of an append that changes `branch_id`'s fold status (`activity_update`);
-        `agent` (the thread's) chooses the retention."""
+        `agent` (the thread's) chooses the retention, `tenant` places it in the listing's indexes."""
         ttl_s = self.retention.ttl_s(agent, at)
         return Companion(
-            "thread_activity", activity_update(self.table, thread_id, branch_id, status, at, title, ttl_s)
+            "thread_activity",
+            activity_update(self.table, thread_id, branch_id, status, at, title, ttl_s, tenant),
         )
 
     def record_activity(self, companion: Companion) -> None:

@@ -10,7 +10,7 @@ the lines and raise `CompanionFailed(tag, stored_item)` when one's condition fai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,6 +32,7 @@ from .resources import ResourceRow
 from .schedule_occurrences import OccurrenceRow
 from .schedule_threads import ScheduleThread
 from .schedules import ScheduleRow
+from .thread_query import ThreadFilter
 from .tombstones import Tombstone
 
 
@@ -108,8 +109,23 @@ class Threads(Protocol):
     def get_thread(self, tenant: str, thread_id: str) -> ThreadRecord | None: ...
 
     def list_threads(
-        self, tenant: str, *, limit: int = 50, before: str | None = None
+        self,
+        tenant: str,
+        *,
+        limit: int = 50,
+        before: str | None = None,
+        filters: ThreadFilter | None = None,
     ) -> tuple[list[ThreadRecord], str | None]: ...
+
+    def update_meta(
+        self,
+        tenant: str,
+        thread_id: str,
+        *,
+        title: str | None = None,
+        metadata: Mapping[str, str | None] | None = None,
+        max_keys: int = 16,
+    ) -> ThreadRecord | None: ...
 
     def last_activity(self, threads: Sequence[ThreadRecord]) -> dict[str, int]: ...
 
@@ -121,6 +137,7 @@ class Threads(Protocol):
         at: int,
         title: str | None,
         agent: str | None = None,
+        tenant: str | None = None,
     ) -> Companion: ...
 
     def record_activity(self, companion: Companion) -> None: ...
