@@ -20,7 +20,8 @@ from helpers.engine import (
     types,
     verify_export,
 )
-from threads_aws.engine.models import DemoModel, ScriptedModel
+from threads_aws.engine.demo_model import DemoModel
+from threads_aws.engine.models import ScriptedModel
 from threads_aws.engine.step import EngineContext
 from threads_aws.sandbox.workspace import Workspace
 
