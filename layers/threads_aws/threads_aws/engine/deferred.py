@@ -43,7 +43,8 @@ NOT_DONE = "Not executed: the call was settled as not done."
 #: MAX_RECEIVES receives, so a call still running by then lost its message
 MAX_HEARTBEATS = 6
 #: Each heartbeat is a billed model request: the wait before the next one doubles from
-#: heartbeat_ms up to this, so a call running for an hour costs a dozen requests, not 180.
+#: heartbeat_ms up to this, so a background child working for an hour (never given up: it has
+#: a log of its own) costs ten requests, not 180.
 MAX_HEARTBEAT_GAP_MS = 600_000
 GAVE_UP = "Error: no result arrived; the call was given up."
 #: hold_for_deferred: no deferred work holds the turn (the caller goes on)
