@@ -54,7 +54,10 @@ def test_tables_match_template(aws):
         pitr = aws.ddb.describe_continuous_backups(TableName=name)["ContinuousBackupsDescription"]
         assert pitr["PointInTimeRecoveryDescription"]["PointInTimeRecoveryStatus"] == "ENABLED"
     state = aws.ddb.describe_table(TableName=aws.resources.state_table)["Table"]
-    assert [g["IndexName"] for g in state["GlobalSecondaryIndexes"]] == ["gsi1"]
+    declared = doc["StateTable"]["Properties"]["GlobalSecondaryIndexes"]
+    assert [g["IndexName"] for g in state["GlobalSecondaryIndexes"]] == [g["IndexName"] for g in declared]
+    names = ["gsi1", "threads_activity", "threads_status", "threads_agent"]
+    assert [g["IndexName"] for g in declared] == names
     ttl = aws.ddb.describe_time_to_live(TableName=aws.resources.state_table)["TimeToLiveDescription"]
     assert ttl["AttributeName"] == "ttl" and ttl["TimeToLiveStatus"] in ("ENABLED", "ENABLING")
 
