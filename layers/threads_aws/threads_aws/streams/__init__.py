@@ -16,7 +16,8 @@ share them. Both mappers share one framing (`frames`):
 """
 
 from .agui import AgUiMapper  # noqa: F401
+from .aisdk import AiSdkMapper
 from .craze import CrazeMapper
 from .frames import Cursor, Mapper, Out, parse_cursor
 
-__all__ = ["AgUiMapper", "CrazeMapper", "Cursor", "Mapper", "Out", "parse_cursor"]
+__all__ = ["AgUiMapper", "AiSdkMapper", "CrazeMapper", "Cursor", "Mapper", "Out", "parse_cursor"]
