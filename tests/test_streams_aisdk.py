@@ -136,6 +136,18 @@ def test_live_deltas_then_the_committed_rest() -> None:
         {"type": "text-delta", "id": rid, "delta": "Streams are **on**."},
         {"type": "text-end", "id": rid},
     ]
+    # a retry wait is transient: no id, and the client keeps it out of the message
+    assert m.status("retry_wait", 1_700_000_000_000) == []  # the run is over
+    m = AiSdkMapper()
+    for e in run[:2]:
+        m.event(e)
+    (wait,) = m.status("retry_wait", 1_700_000_000_000)
+    assert wait.id is None
+    assert wait.data == {
+        "type": "data-retry-wait",
+        "data": {"until": "2023-11-14T22:13:20Z"},
+        "transient": True,
+    }
 
 
 @pytest.mark.parametrize("name", ["approval_granted", "question", "thinking", "tool_allowed"])
