@@ -20,7 +20,7 @@ no more deltas on the new connection; the committed response carries its text. A
 native format is the contract's `{kind: delta, request_event_id, text}` plus our add-only
 `offset` (the chunk's position in the request's streamed text, in code points); reasoning chunks
 are sent only with `?thinking=true` (they also carry `thinking: true`), so a client that knows
-only the contract never mistakes reasoning for the answer. `?format=craze|ag-ui` runs the same
+only the contract never mistakes reasoning for the answer. `?format=craze|ag-ui|ai-sdk` runs the same
 subscription through the `streams` mappers: each `data:` one event of that format, the mapper's
 ids as `id:`, resume by `Mapper.resumed`. Those formats have no result message, so their stream
 opens with a comment instead of `retry:`: a `retry:` there always means "reconnect with your last
@@ -49,7 +49,7 @@ from ..core.projections import run_outcome
 from .principal import Principal
 from .sse import MAX_INT, _run_events, event_message, result_message, resume_cursor
 
-FORMATS = ("native", "craze", "ag-ui")
+FORMATS = ("native", "craze", "ag-ui", "ai-sdk")
 HEARTBEAT = b": ping\n\n"
 CLOSES_REQUEST = frozenset({"model_response", "model_response_recovered", "model_attempt_abandoned"})
 
@@ -229,6 +229,8 @@ class Subscription:
                 last_send = now
                 yield chunk
             if done:
+                if self.opts.format == "ai-sdk":
+                    yield _ai_sdk_done()
                 return
             if sent >= s.max_bytes or now >= self.end_at:
                 yield b"retry: %d\n\n" % (0 if sent >= s.max_bytes else s.retry_ms)
@@ -359,9 +361,25 @@ class Subscription:
 
 
 def _mapper_class(fmt: str) -> Any:
-    from ..streams import AgUiMapper, CrazeMapper
+    from ..streams import AgUiMapper, AiSdkMapper, CrazeMapper
 
-    return CrazeMapper if fmt == "craze" else AgUiMapper
+    return {"craze": CrazeMapper, "ai-sdk": AiSdkMapper}.get(fmt, AgUiMapper)
+
+
+def _ai_sdk_done() -> bytes:
+    # The AI SDK's UI message stream ends with this non-JSON line (after the run's end chunk).
+    from ..streams.aisdk import DONE
+
+    return DONE
+
+
+def format_headers(fmt: str) -> list[tuple[str, str]]:
+    """Response headers a stream format adds to the SSE ones (the AI SDK's protocol marker)."""
+    if fmt != "ai-sdk":
+        return []
+    from ..streams.aisdk import HEADER
+
+    return [HEADER]
 
 
 def mapper_kwargs(fmt: str, fold: Any, start: int, cursor: int = 0) -> dict[str, Any]:

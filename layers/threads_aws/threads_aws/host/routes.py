@@ -41,7 +41,7 @@ def _fork_points(h: Host, r: Request) -> dict[str, Any]:
 
 def _subscribe(h: Host, r: Request) -> dict[str, Any]:
     from . import sse
-    from .live import options
+    from .live import format_headers, options
 
     opts = options(r.query, r.header("Last-Event-ID"))  # a bad parameter is refused first
     window = sse.Window.from_env(remaining_ms=r.remaining_ms)
@@ -63,7 +63,11 @@ def _subscribe(h: Host, r: Request) -> dict[str, Any]:
         )
     return {
         "statusCode": 200,
-        "headers": {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
+        "headers": {
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            **dict(format_headers(opts.format)),
+        },
         "body": body.decode(),
         "isBase64Encoded": False,
     }

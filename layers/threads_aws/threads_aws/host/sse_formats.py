@@ -1,4 +1,4 @@
-"""The window fallback (`host/sse.py`) for `?format=craze|ag-ui`: one buffered window per request,
+"""The window fallback (`host/sse.py`) for `?format=craze|ag-ui|ai-sdk`: one buffered window per request,
 each `data:` one event of that format through the `streams` mappers, as the live stream has them.
 
 A window rebuilds its mapper from the run's committed events (`Mapper.resumed` at the request's
@@ -35,8 +35,7 @@ def subscribe(
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> bytes:
-    from ..streams import AgUiMapper, CrazeMapper
-    from .live import _frame, mapper_kwargs
+    from .live import _ai_sdk_done, _frame, _mapper_class, mapper_kwargs
 
     rec, start = host.run_start(principal, thread_id, run_id)
     deadline = monotonic() + window.wait_ms / 1000
@@ -55,7 +54,7 @@ def subscribe(
                 events = view.fold.events
                 if mapper is None:
                     run = list(_run_events(events, view.fold.known, start, 0))
-                    cls = CrazeMapper if fmt == "craze" else AgUiMapper
+                    cls = _mapper_class(fmt)
                     mapper, outs = cls.resumed(
                         run, raw_cursor, **mapper_kwargs(fmt, view.fold, start, _seq_of(raw_cursor))
                     )
@@ -82,7 +81,7 @@ def subscribe(
                 used += cost
             if outcome is not None:
                 end = mapper.feed({"kind": "result", "run_id": run_id, "result": outcome})
-                out += [_frame(o) for o in end]
+                out += [_frame(o) for o in end] + ([_ai_sdk_done()] if fmt == "ai-sdk" else [])
                 return b"".join(out)
         if monotonic() >= deadline:
             out.append(retry_message(window.retry_ms))

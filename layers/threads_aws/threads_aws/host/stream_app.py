@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from .live import LiveSettings, Options, Subscription, options
+from .live import LiveSettings, Options, Subscription, format_headers, options
 
 log = logging.getLogger("threads_aws.host")
 
@@ -115,7 +115,8 @@ class StreamApp:
             await _json(send, int(prepared["statusCode"]), orjson.loads(prepared["body"]))
             return
         self.opened += 1
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        extra = [(k.encode(), v.encode()) for k, v in format_headers(prepared.opts.format)]
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + extra})
         if scope["method"] == "HEAD":
             await send({"type": "http.response.body", "body": b""})
             return
