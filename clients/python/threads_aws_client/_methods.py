@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import typing
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
@@ -43,6 +44,12 @@ def _like(fn: Any, build: Callable[..., Any]) -> Any:
     and the sync/async signature test see); its result is the body, not the Call."""
     functools.update_wrapper(fn, build)
     del fn.__wrapped__  # the signature below is the method's own, not the builder's
+    # The builder's annotations are strings naming `_calls`' imports; `fn` lives in this module,
+    # whose globals `typing.get_type_hints` would search, so hand it the resolved objects
+    # (a new dict: update_wrapper shared the builder's).
+    hints = typing.get_type_hints(build)
+    body = typing.get_args(hints.get("return"))
+    fn.__annotations__ = {**hints, "return": body[0] if body else Any}
     sig = inspect.signature(build)
     ret = sig.return_annotation
     if isinstance(ret, str) and ret.startswith("Call[") and ret.endswith("]"):
