@@ -51,7 +51,7 @@ def test_a_deferred_call_killed_mid_completion_records_its_late_result_once(tmp_
     with dev_process(tmp_path) as dev:
         done = wait_until(
             lambda: (evs := dev.timeline(thread_id))[-1]["type"] == "turn_completed" and evs,
-            90,
+            270,
             "the turn to complete after the late result",
         )
         seen = [e["type"] for e in done]

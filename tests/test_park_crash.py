@@ -54,7 +54,7 @@ def test_a_park_escalation_across_kill_9_is_recorded_once(tmp_path: Path) -> Non
         assert status == 409 and body["error"]["code"] == "approval_expired", (status, body)
         done = wait_until(
             lambda: (evs := dev.timeline(thread_id))[-1]["type"] == "turn_completed" and evs,
-            60,
+            180,
             "the denied run to finish",
         )
         seen = [e["type"] for e in done]
