@@ -62,7 +62,10 @@ def test_a_deferred_call_killed_mid_completion_records_its_late_result_once(tmp_
         assert late["data"]["preview"] == "later: hello" and not late["data"]["is_error"]
         after = seen[seen.index("tool_result_late") :]
         assert after[-3:] == ["model_request", "model_response", "turn_completed"]
-        assert done[-2]["data"]["content"][0]["text"] == "Done: later: hello"
+        # The demo model answers the latest user line: the late result's, or, when the restarts
+        # outlasted heartbeat_ms, the heartbeat appended before it (both are in that request).
+        final = done[-2]["data"]["content"][0]["text"]
+        assert final == "Done: later: hello" or final.startswith('You said: "<heartbeat>'), final
         _, _, outcome = dev.stream(thread_id, run["run_id"])
         assert outcome["status"] == "completed", outcome
         assert not deferred_in_flight(dev)
