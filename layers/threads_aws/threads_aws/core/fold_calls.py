@@ -103,7 +103,6 @@ class CallRules(FoldState):
         call = self.calls.get(d["call_id"])
         if call is None or not call.deferred:
             raise self._bad(seq, "tool_result_late without a deferred tool_result")  # rule 7
-        call.late = True
         self.running.pop(call.call_id, None)
         if self.turn_open:
             self.turn.woken = True

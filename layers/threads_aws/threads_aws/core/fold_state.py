@@ -35,7 +35,6 @@ class Call:
     approved: bool = False
     result_origin: str | None = None
     deferred: bool = False
-    late: bool = False  # its tool_result_late is recorded (a deferred call's real result)
     # its effect history (read by recovery and cancel; no backward scans)
     attempt: int = 0  # attempt of its latest effect_begin
     first_begin_time: int | None = None  # `time` of its first effect_begin (dedup windows)

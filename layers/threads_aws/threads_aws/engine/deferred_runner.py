@@ -112,7 +112,7 @@ def _state(view: View, call: Call | None) -> str:
         return "wait"
     if not call.deferred:
         return "dropped"
-    if call.late or call.call_id not in view.fold.running:
+    if call.call_id not in view.fold.running:  # its late result (or a settlement) is recorded
         return "done"
     entry = view.fold.effects.get(call.effect_key)
     if entry is not None and entry["status"] != "begun":
