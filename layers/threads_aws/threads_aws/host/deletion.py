@@ -28,7 +28,12 @@ class Deletion(HostBase):
         """True if this call deleted the thread, False if it was deleted before."""
         from ..store.deletion import DeletionRefused, ThreadDeletion
 
-        deletion = ThreadDeletion(self.stores, clock=self.clock, on_schedule=self.schedule_remover)
+        deletion = ThreadDeletion(
+            self.stores,
+            clock=self.clock,
+            on_schedule=self.schedule_remover,
+            fold_of=lambda rec: self.writer.load(rec.branch_id, record=rec).fold,
+        )
         try:
             return deletion.delete(principal.tenant, thread_id)
         except NotFound:

@@ -92,6 +92,7 @@ class ThreadDeletion:
         clock: Clock = wall_ms,
         max_items: int = MAX_TXN_ITEMS,
         on_schedule: Callable[[str], None] | None = None,
+        fold_of: Callable[[BranchRecord], Any] | None = None,
     ) -> None:
         from .purge import Purge
 
@@ -102,6 +103,9 @@ class ThreadDeletion:
         self.clock = clock
         self.max_items = max_items
         self.purge = Purge(stores, on_schedule=on_schedule)
+        # The host passes its Writer's cached views (`Writer.load`: the tail read, not the whole
+        # chain, on a warm function); without one each branch's chain is read and folded.
+        self.fold_of = fold_of
 
     # ------------------------------------------------------------------ the one entry point
     def delete(self, tenant: str, thread_id: str, *, reason: str = "api") -> bool:
@@ -174,7 +178,10 @@ class ThreadDeletion:
         if rec.lease_holder is not None and rec.lease_expires_at > now:
             raise DeletionRefused("busy", f"branch {rec.branch_id} is running (its lease is held)")
         try:
-            fold = import_log(self.events.export(rec.branch_id), now=now).fold
+            if self.fold_of is not None:
+                fold = self.fold_of(rec)
+            else:
+                fold = import_log(self.events.export(rec.branch_id), now=now).fold
         except LogError:
             # An unreadable (corrupt, fork_failed) log is not writable: nothing runs on it, and
             # what it names is removed by the purge all the same. Its children are still its
