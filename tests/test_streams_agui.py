@@ -393,3 +393,35 @@ def test_the_verifier_rejects_bad_orders() -> None:
                 v.feed(e)
     with pytest.raises(AssertionError, match="unknown keys"):
         check_agui_event({"type": "RUN_STARTED", "threadId": "t", "runId": "r", "bogus": 1})
+
+
+def test_an_answered_question_is_not_the_continuations_interrupt() -> None:
+    """Issue 18: the run resumed by an `ask:` answer ended RUN_FINISHED{interrupt} for the very
+    question its input.resume answered (the answer's result came before its `resumed`)."""
+    data = check_agui(mapped(run_of(recorded("question"))))
+    starts = [i for i, d in enumerate(data) if d["type"] == "RUN_STARTED"]
+    cont = data[starts[1] :]
+    assert cont[0]["input"]["resume"][0]["interruptId"] == "call_q1"
+    ends = [d for d in cont if d["type"] in ("RUN_FINISHED", "RUN_ERROR")]
+    assert len(ends) == 1 and ends[0].get("outcome", {}).get("type") != "interrupt"
+    assert sum(d["type"] == "RUN_STARTED" for d in cont) == 1
+
+
+def test_run_started_has_the_protocol_version_and_deltas_their_own_time() -> None:
+    from ag_ui.core import PROTOCOL_VERSION
+
+    run = run_of(recorded("question"))
+    m = AgUiMapper()
+    outs: list[Out] = []
+    for e in run[:2]:
+        outs += m.event(e)
+    rid = run[2]["data"]["request_event_id"]
+    t0 = run[1]["time"]
+    outs += m.feed({"kind": "delta", "request_event_id": rid, "text": "One ", "time": t0 + 40})
+    outs += m.feed({"kind": "delta", "request_event_id": rid, "text": "question ", "time": t0 + 75})
+    for e in run[2:]:
+        outs += m.event(e)
+    data = check_agui(outs)
+    assert all(d["protocolVersion"] == PROTOCOL_VERSION for d in data if d["type"] == "RUN_STARTED")
+    live = [o.data for o in outs if o.seq is None and o.data["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert [d["timestamp"] for d in live] == [t0 + 40, t0 + 75]

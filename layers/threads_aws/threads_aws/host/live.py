@@ -338,6 +338,8 @@ class Subscription:
             msg: dict[str, Any] = {"kind": "delta", "request_event_id": rid, "text": chunk, "offset": shown}
             if thinking:
                 msg["thinking"] = True
+            if self.mapper is not None:  # a mapped format stamps each delta (AG-UI timestamps)
+                msg["time"] = self.wall_ms()
             out += self._transient(msg)
         return out
 

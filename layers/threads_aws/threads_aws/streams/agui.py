@@ -50,6 +50,9 @@ from .event_data import as_list, input_text, obj, summary
 from .frames import JsonObj, Mapper, Out, rfc3339
 from .text import Deltas, remainders
 
+#: The AG-UI protocol version RUN_STARTED announces (ag-ui-protocol's PROTOCOL_VERSION).
+PROTOCOL_VERSION = "1.0"
+
 
 class AgUiMapper(Interrupts, Mapper):
     def __init__(self, *, suggested_rules: Any = None) -> None:
@@ -85,7 +88,12 @@ class AgUiMapper(Interrupts, Mapper):
 
     def _start(self, run_id: str, input: JsonObj) -> None:
         self.ag_run = {"threadId": self.thread_id, "runId": run_id}
-        self._out("RUN_STARTED", **self.ag_run, input={k: v for k, v in input.items() if v is not None})
+        self._out(
+            "RUN_STARTED",
+            **self.ag_run,
+            protocolVersion=PROTOCOL_VERSION,
+            input={k: v for k, v in input.items() if v is not None},
+        )
         self._out("STATE_SNAPSHOT", snapshot=w.copy(self.state))
 
     def _finish(self, type: str, **fields: Any) -> None:
@@ -127,6 +135,9 @@ class AgUiMapper(Interrupts, Mapper):
     def _on_delta(self, rid: str, text: str, offset: int | None, thinking: bool) -> None:
         if self.ag_run is None:
             return
+        # A live delta is stamped when it was read (the subscription's `time`), not with the
+        # last committed event's time: otherwise every delta of a response shares one stamp.
+        self._ts = self._delta_time if self._delta_time is not None else self._ts
         chunk = self.deltas.take(rid, text, offset, thinking)
         if not chunk:
             return
@@ -299,6 +310,10 @@ class AgUiMapper(Interrupts, Mapper):
         call_id = str(d.get("call_id"))
         if d.get("origin") == "answered":
             self._answered(call_id, {"answer": d.get("preview", "")})
+            # The answer closes its question now: the continuation run `_active` opens below must
+            # not end with an interrupt for the very question its input.resume answers (the
+            # `resumed` that pops the park comes in the same group, after this result).
+            self.parks.pop(("input", call_id), None)
         if d.get("origin") == "deferred" or not self._active():
             return
         self._out("TOOL_CALL_RESULT", **w.tool_result(call_id, d))

@@ -96,6 +96,7 @@ class Mapper:
         self.last_seq = 0
         self._group: list[Out] = []
         self._seq: int | None = None
+        self._delta_time: int | None = None  # a live delta's `time` (ms), when its feeder stamps it
 
     # ------------------------------------------------------------------ inputs
     def feed(self, msg: Mapping[str, Any]) -> list[Out]:
@@ -104,6 +105,8 @@ class Mapper:
         if kind == "event":
             return self.event(msg["event"])
         if kind == "delta":
+            at = msg.get("time")
+            self._delta_time = at if isinstance(at, int) and not isinstance(at, bool) else None
             return self.delta(
                 str(msg["request_event_id"]),
                 str(msg.get("text", "")),
