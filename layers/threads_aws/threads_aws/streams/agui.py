@@ -310,10 +310,6 @@ class AgUiMapper(Interrupts, Mapper):
         call_id = str(d.get("call_id"))
         if d.get("origin") == "answered":
             self._answered(call_id, {"answer": d.get("preview", "")})
-            # The answer closes its question now: the continuation run `_active` opens below must
-            # not end with an interrupt for the very question its input.resume answers (the
-            # `resumed` that pops the park comes in the same group, after this result).
-            self.parks.pop(("input", call_id), None)
         if d.get("origin") == "deferred" or not self._active():
             return
         self._out("TOOL_CALL_RESULT", **w.tool_result(call_id, d))

@@ -104,6 +104,11 @@ class Interrupts:
         return w.interrupt(pid, kind, expires=expires)
 
     def _answered(self, interrupt_id: str, payload: JsonObj) -> None:
+        """An interrupt's answer: it joins the continuation's `input.resume` and closes its park
+        at once. The `resumed` that pops the park comes after the answer (for a question, after
+        its tool_result, which already opens the continuation run): a park left open until then
+        would end that run with an interrupt for the very park its resume answers."""
+        self.parks = {k: i for k, i in self.parks.items() if i["id"] != interrupt_id}
         self.resume = [r for r in self.resume if r["interruptId"] != interrupt_id]
         self.resume.append({"interruptId": interrupt_id, "status": "resolved", "payload": payload})
 
