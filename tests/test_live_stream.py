@@ -343,6 +343,7 @@ def test_a_resumed_stream_never_replays_a_delta_of_a_request_it_knew(app, host, 
 
 def test_heartbeats_while_quiet_and_while_parked_through_parks(host, aws):
     app = StreamApp(lambda: host, lambda: LiveSettings(poll_ms=20, idle_poll_ms=20, heartbeat_ms=150))
+
     def pings(g: Got) -> int:
         return sum(m.comment == "ping" for m in g.messages)
 
@@ -428,3 +429,17 @@ def test_craze_and_ag_ui_streams_validate_and_resume_at_every_cursor(app, host, 
             else:  # AG-UI re-opens the run a new connection must start with
                 assert tail[len(tail) - len(after) :] == after, (cursor, k)
                 assert not after or tail[0]["type"] == "RUN_STARTED"
+
+
+def test_ag_ui_live_deltas_carry_the_time_each_was_written(app, host, aws, monkeypatch):
+    """Issue 18: every live TEXT_MESSAGE_CONTENT carried the model_request's time; the
+    subscription now stamps each delta with its row's updated_at and the mapper uses it."""
+    monkeypatch.setenv("THREADS_DEMO_DELTA_MS", "15")
+    run = demo_run(host, " ".join(f"word{i}" for i in range(30)))
+    ctx = make_ctx(aws)
+    worker = in_background(lambda: advance(ctx, run["branch_id"]))
+    got = call(app, events_path(run), query="format=ag-ui")
+    worker.join()
+    live = [m.data for m in got.messages if m.data and m.id is None]
+    stamps = [d["timestamp"] for d in live if d["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert len(stamps) > 1 and stamps == sorted(set(stamps)), stamps  # distinct, in order

@@ -338,8 +338,10 @@ class Subscription:
             msg: dict[str, Any] = {"kind": "delta", "request_event_id": rid, "text": chunk, "offset": shown}
             if thinking:
                 msg["thinking"] = True
-            if self.mapper is not None:  # a mapped format stamps each delta (AG-UI timestamps)
-                msg["time"] = self.wall_ms()
+            if self.mapper is not None and row.updated_at:
+                # A mapped format stamps each delta (AG-UI timestamps) with the time the worker
+                # wrote its row (its wall clock), so a re-read shows the same stamp.
+                msg["time"] = row.updated_at
             out += self._transient(msg)
         return out
 
