@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -49,6 +49,9 @@ from .dynamo import MAX_TXN_ITEMS, Expr, N, S, Tagged, each_item, transact
 from .records import Clock, NotFound, StoreError, wall_ms
 from .resources import ResourceRow, resource_key
 from .tombstones import Tombstone, tombstone_put
+
+if TYPE_CHECKING:
+    from ..core.fold import Fold
 
 FENCE_TTL_MS = 120_000
 PLAN_ATTEMPTS = 4
@@ -92,7 +95,7 @@ class ThreadDeletion:
         clock: Clock = wall_ms,
         max_items: int = MAX_TXN_ITEMS,
         on_schedule: Callable[[str], None] | None = None,
-        fold_of: Callable[[BranchRecord], Any] | None = None,
+        fold_of: Callable[[BranchRecord], Fold] | None = None,
     ) -> None:
         from .purge import Purge
 
